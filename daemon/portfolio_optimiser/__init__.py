@@ -1,0 +1,1 @@
+"""portfolio-optimiser: cost savings inside each project of a portfolio."""

@@ -1,0 +1,56 @@
+"""Publish a file atomically: a reader sees the old bytes or the new bytes, never half of either.
+
+The sequence is the one Maildir and every careful writer use: write a temporary file in the
+destination's own folder (so the rename stays on one file system), fsync it, rename it over the
+destination, then fsync the folder so the rename itself survives a power cut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["fsync_dir", "publish_atomic", "publish_text"]
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or create inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` atomically and durably.
+
+    With ``exclusive`` the publish refuses to replace an existing file (``FileExistsError``): the
+    link(2) of the finished temporary file is atomic and fails if the name is taken.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.chmod(mode)
+        if exclusive:
+            os.link(tmp, path)
+            tmp.unlink()
+        else:
+            tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def publish_text(path: Path, text: str, *, exclusive: bool = False) -> None:
+    """``publish_atomic`` for UTF-8 text with ``\\n`` line ends."""
+    publish_atomic(path, text.encode("utf-8"), exclusive=exclusive)

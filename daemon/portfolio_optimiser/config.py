@@ -1,0 +1,159 @@
+"""Configuration: TOML, validated against ``shared/schemas/config.schema.json``, read once.
+
+Stop criteria and budget caps are required: a run without them could loop without bound. Every
+error names the file, the key path and what is wrong, and the CLI maps it to exit code 78
+(EX_CONFIG), which systemd's ``RestartPreventExitStatus=78`` will not restart into a loop.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+from pydantic import BaseModel, ConfigDict
+
+from .resources import default_config_path, load_schema
+
+__all__ = ["EX_CONFIG", "Config", "ConfigError", "load_config", "parse_config"]
+
+EX_CONFIG = 78
+
+Mode = Literal["standard", "offline", "ci", "fast", "strict"]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; ``str(exc)`` is one sentence naming file and key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Materiality(_Section):
+    material_share: float = 0.005
+    high_share: float = 0.02
+    critical_share: float = 0.05
+
+
+class Reasoning(_Section):
+    mode: Mode | None = None
+    materiality: Materiality = Materiality()
+
+
+class Stop(_Section):
+    max_attempts: int
+    max_rounds: int
+    max_candidates: int
+    run_timeout_seconds: float
+
+
+class Budget(_Section):
+    run_tokens: int
+    portfolio_tokens: int
+    call_tokens: int
+
+
+class Context(_Section):
+    budget_chars: int = 24_000
+
+
+class Daemon(_Section):
+    stability_seconds: float = 5.0
+    rescan_seconds: float = 60.0
+    verdict_quiet_seconds: float = 3.0
+    max_bundle_bytes: int = 50 * 1024 * 1024
+    retry_limit: int = 5
+    retry_backoff_seconds: float = 30.0
+
+
+class Config(_Section):
+    stop: Stop
+    budget: Budget
+    reasoning: Reasoning = Reasoning()
+    context: Context = Context()
+    daemon: Daemon = Daemon()
+    source: str = ""
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read and validate a config file (the packaged default when ``path`` is None)."""
+    path = path or default_config_path()
+    shown = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{shown}: no such config file; check --config or create it") from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{shown}: cannot be read ({exc.strerror}); check its permissions"
+        ) from None
+    try:
+        text = raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{shown}: is not UTF-8 text; save it as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{shown}: is not valid TOML: {exc}; fix that line") from None
+    return parse_config(data, source=shown)
+
+
+def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
+    validator = jsonschema.Draft202012Validator(load_schema("config.schema.json"))
+    errors = sorted(
+        validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message)
+    )
+    if errors:
+        raise ConfigError(f"{source}: {_describe(errors[0])}")
+    materiality = data.get("reasoning", {}).get("materiality", {})
+    shares = [materiality.get(k) for k in ("material_share", "high_share", "critical_share")]
+    present = [s for s in shares if s is not None]
+    if present != sorted(present):
+        raise ConfigError(
+            f"{source}: reasoning.materiality: the shares must rise from material_share to "
+            "critical_share; reorder them"
+        )
+    return Config.model_validate({**data, "source": source})
+
+
+def _describe(error: ValidationError) -> str:
+    path = ".".join(str(p) for p in error.absolute_path)
+    at = path or "top level"
+    kind = error.validator
+    if kind == "required":
+        missing = re.search(r"'([^']+)' is a required property", error.message)
+        key = missing.group(1) if missing else "?"
+        full = f"{path}.{key}" if path else key
+        what = (
+            "a stop criterion"
+            if "stop" in full
+            else "a budget cap"
+            if "budget" in full
+            else "a key"
+        )
+        return f"{full} is missing; it is {what} and is required, so add it"
+    if kind == "additionalProperties":
+        extra = re.findall(r"'([^']+)'", error.message)
+        schema = error.schema if isinstance(error.schema, Mapping) else {}
+        known = ", ".join(sorted(schema.get("properties", {})))
+        key = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else "?")
+        return f"{key} is not a known key; check its spelling (known here: {known})"
+    if kind == "type":
+        return f"{at}: {error.instance!r} is not of type {error.validator_value}; write a {error.validator_value}"
+    if kind == "enum":
+        choices = ", ".join(str(v) for v in list(error.validator_value))  # type: ignore[arg-type]
+        return f"{at}: {error.instance!r} is not one of {choices}"
+    if kind in {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}:
+        bound = {
+            "minimum": "at least",
+            "exclusiveMinimum": "above",
+            "maximum": "at most",
+            "exclusiveMaximum": "below",
+        }[kind]
+        return f"{at}: {error.instance!r} must be {bound} {error.validator_value}"
+    return f"{at}: {error.message}"

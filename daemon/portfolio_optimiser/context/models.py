@@ -1,0 +1,182 @@
+"""The IR: a project's structured data as read from its bundle, and the candidates proposed for it.
+
+Amounts are NOK as the planner wrote them (``int`` or ``float``). A candidate's id is minted from its
+key *literal*: ``30000`` and ``30000.0`` are different literals and so different candidates. Nothing
+here normalises a magnitude, because a normalising writer would split one candidate's learned
+signal across two ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+
+__all__ = [
+    "Candidate",
+    "CostLine",
+    "MeasureOption",
+    "Project",
+    "candidate_key_literal",
+    "mint_candidate_id",
+]
+
+Money = int | float
+
+
+def _finite(value: Money) -> Money:
+    if isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError("must be a finite number")
+    return value
+
+
+class _IR(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class CostLine(_IR):
+    """One account of the estimate (NS 3453 / Prosesskode style)."""
+
+    code: str = Field(min_length=1)
+    title: str = ""
+    amount_nok: Money
+    quantity: Money | None = None
+    unit: str | None = None
+    unit_price_nok: Money | None = None
+    min_nok: Money | None = None
+    likely_nok: Money | None = None
+    max_nok: Money | None = None
+    source: str = ""
+
+    _amounts = field_validator(
+        "amount_nok", "quantity", "unit_price_nok", "min_nok", "likely_nok", "max_nok"
+    )(lambda v: v if v is None else _finite(v))
+
+    @model_validator(mode="after")
+    def _triple_is_ordered(self) -> CostLine:
+        triple = [v for v in (self.min_nok, self.likely_nok, self.max_nok) if v is not None]
+        if triple != sorted(triple):
+            raise ValueError("min_nok, likely_nok and max_nok must be in rising order")
+        return self
+
+
+class MeasureOption(_IR):
+    """One item of the kuttliste: a known, implementable reduction."""
+
+    id: str = Field(min_length=1)
+    title: str = ""
+    measure_type: str = Field(min_length=1)
+    affected_codes: tuple[str, ...] = Field(min_length=1)
+    estimated_saving_nok: Money
+    quantity: Money | None = None
+    unit: str | None = None
+    unit_price_nok: Money | None = None
+    latest_decision_point: str | None = None
+    consequence: str | None = None
+    description: str | None = None
+    source: str = ""
+
+    _amounts = field_validator("estimated_saving_nok", "quantity", "unit_price_nok")(
+        lambda v: v if v is None else _finite(v)
+    )
+
+
+class Project(_IR):
+    """A project as projected from its bundle: header figures, cost lines and kuttliste."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=80)
+    name: str = Field(min_length=1)
+    currency: Literal["NOK"] = "NOK"
+    base_estimate_nok: Money | None = None
+    p50_nok: Money | None = None
+    p85_nok: Money | None = None
+    total_budget_nok: Money | None = None
+    cost_lines: tuple[CostLine, ...] = ()
+    measure_options: tuple[MeasureOption, ...] = ()
+    files: frozenset[str] = frozenset()
+    """Bundle-relative paths of every markdown file inside the bundle (for evidence checks)."""
+    source: str = ""
+
+    def line(self, code: str) -> CostLine | None:
+        return next((line for line in self.cost_lines if line.code == code), None)
+
+    @property
+    def codes(self) -> frozenset[str]:
+        return frozenset(line.code for line in self.cost_lines)
+
+    @property
+    def cost_total_nok(self) -> float:
+        return math.fsum(line.amount_nok for line in self.cost_lines)
+
+
+def candidate_key_literal(value: Money | str) -> str:
+    """The saving exactly as written: ``str()`` of the parsed number, never a normalised value."""
+    if isinstance(value, str):
+        return value
+    return str(value)
+
+
+def mint_candidate_id(
+    project_id: str, affected_codes: tuple[str, ...], measure_type: str, saving_literal: str
+) -> str:
+    """``c-`` and 16 hex digits of the key's SHA-256. Codes are a set; the saving is a literal."""
+    key = "\x1f".join(
+        [project_id, ",".join(sorted(set(affected_codes))), measure_type, saving_literal]
+    )
+    return "c-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+class Candidate(_IR):
+    """A proposed savings measure for one project, before any falsifier has looked at it."""
+
+    project_id: str
+    affected_codes: tuple[str, ...] = Field(min_length=1)
+    measure_type: str = Field(min_length=1)
+    claimed_saving_nok: Money
+    saving_literal: str = ""
+    """The claimed saving as written; minted into the id. Filled from the number when absent."""
+    title: str = ""
+    rationale: str = ""
+    evidence: tuple[str, ...] = ()
+    """Links to concepts inside the bundle, bundle-rooted (``/cost/02.md``) or root-relative."""
+    quantity: Money | None = None
+    unit: str | None = None
+    unit_price_nok: Money | None = None
+    origin: str = ""
+    """Where it came from: ``measure-option:k-01``, ``proposer``, ``verdict:<id>``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _literal_and_minted_id(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        saving = data.get("claimed_saving_nok")
+        if not data.get("saving_literal") and isinstance(saving, int | float | str):
+            data["saving_literal"] = candidate_key_literal(saving)
+        stated = data.pop("id", None)
+        if stated is not None:
+            minted = mint_candidate_id(
+                str(data.get("project_id", "")),
+                tuple(data.get("affected_codes") or ()),
+                str(data.get("measure_type", "")),
+                str(data.get("saving_literal", "")),
+            )
+            if stated != minted:
+                raise ValueError(
+                    f"id {stated!r} does not match the candidate's key (expected {minted})"
+                )
+        return data
+
+    _amounts = field_validator("claimed_saving_nok", "quantity", "unit_price_nok")(
+        lambda v: v if v is None else _finite(v)
+    )
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def id(self) -> str:
+        return mint_candidate_id(
+            self.project_id, self.affected_codes, self.measure_type, self.saving_literal
+        )

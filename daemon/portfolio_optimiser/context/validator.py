@@ -1,0 +1,266 @@
+"""The deterministic validator: the blocking gate on every number a candidate claims.
+
+Decides: whether a candidate's figures hold against its project's IR. Pure: it reads the candidate,
+the project and the candidates already accepted in the same run, and touches nothing else (evidence
+links are checked against the bundle's file list, which the IR loader collected with symlinks
+resolved). It never raises for a bad candidate; it returns a decision with a receipt that lists every
+rule and the recomputed numbers, so the reasoning can be redone by hand.
+
+| rule | rejects when |
+|---|---|
+| codes_exist | an affected code is not a cost line of the project |
+| saving_positive | the claimed saving is zero, negative or not finite |
+| saving_within_cost | the saving is above what the affected lines cost together |
+| arithmetic | quantity × unit price is given and differs from the saving by more than 0.5 NOK, or an affected line's own quantity × unit price differs from its amount |
+| no_double_counting | the same candidate or kuttliste item is already counted, or with the accepted candidates that share its codes it claims more than those lines cost |
+| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it |
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from urllib.parse import unquote
+
+from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
+from .models import Candidate, Money, Project
+
+__all__ = ["ARITHMETIC_TOLERANCE_NOK", "validate_candidate", "validate_candidates"]
+
+ARITHMETIC_TOLERANCE_NOK = Decimal("0.5")
+"""Rounding to whole kroner is ordinary practice; anything beyond it is an arithmetic error."""
+
+
+def _dec(value: Money) -> Decimal:
+    return Decimal(str(value))
+
+
+def _nok(value: Decimal) -> str:
+    return format(value.normalize(), "f") if value == value.to_integral() else format(value, "f")
+
+
+def validate_candidates(candidates: Iterable[Candidate], project: Project) -> list[Decision]:
+    """Validate a run's candidates in order; each is checked against those accepted before it."""
+    accepted: list[Candidate] = []
+    decisions: list[Decision] = []
+    for candidate in candidates:
+        decision = validate_candidate(candidate, project, accepted=accepted)
+        if isinstance(decision, Accepted):
+            accepted.append(candidate)
+        decisions.append(decision)
+    return decisions
+
+
+def validate_candidate(
+    candidate: Candidate, project: Project, *, accepted: Sequence[Candidate] = ()
+) -> Decision:
+    """Check one candidate; ``accepted`` are the run's candidates already counted."""
+    codes = tuple(dict.fromkeys(candidate.affected_codes))
+    missing = [code for code in codes if project.line(code) is None]
+    checks = [
+        _codes_exist(codes, missing, project),
+        _saving_positive(candidate),
+    ]
+    cost_known = not missing
+    saving_ok = checks[1].outcome is RuleOutcome.PASSED
+    checks.append(
+        _saving_within_cost(candidate, codes, project)
+        if cost_known and saving_ok
+        else _skipped(Rule.SAVING_WITHIN_COST)
+    )
+    checks.append(
+        _arithmetic(candidate, codes, project) if saving_ok else _skipped(Rule.ARITHMETIC)
+    )
+    checks.append(
+        _no_double_counting(candidate, project, accepted)
+        if cost_known and saving_ok
+        else _skipped(Rule.NO_DOUBLE_COUNTING)
+    )
+    checks.append(_evidence_inside_bundle(candidate, project))
+    receipt = Receipt(candidate_id=candidate.id, project_id=project.id, checks=tuple(checks))
+    failed = next((c for c in checks if c.outcome is RuleOutcome.FAILED), None)
+    if failed is None:
+        return Accepted(candidate_id=candidate.id, receipt=receipt)
+    return Rejected(
+        candidate_id=candidate.id, rule=failed.rule, reason=failed.detail, receipt=receipt
+    )
+
+
+def _skipped(rule: Rule) -> RuleCheck:
+    return RuleCheck(
+        rule=rule, outcome=RuleOutcome.SKIPPED, detail="not checked: an earlier rule failed"
+    )
+
+
+def _passed(rule: Rule, detail: str, **figures: str) -> RuleCheck:
+    return RuleCheck(rule=rule, outcome=RuleOutcome.PASSED, detail=detail, figures=figures)
+
+
+def _failed(rule: Rule, detail: str, **figures: str) -> RuleCheck:
+    return RuleCheck(rule=rule, outcome=RuleOutcome.FAILED, detail=detail, figures=figures)
+
+
+def _codes_exist(codes: tuple[str, ...], missing: list[str], project: Project) -> RuleCheck:
+    if missing:
+        known = ", ".join(sorted(project.codes)) or "none"
+        return _failed(
+            Rule.CODES_EXIST,
+            f"cost code {', '.join(missing)} is not a cost line of project {project.id} (its codes: {known})",
+        )
+    return _passed(
+        Rule.CODES_EXIST, f"all {len(codes)} affected codes are cost lines: {', '.join(codes)}"
+    )
+
+
+def _saving_positive(candidate: Candidate) -> RuleCheck:
+    saving = candidate.claimed_saving_nok
+    if not math.isfinite(saving) or saving <= 0:
+        return _failed(
+            Rule.SAVING_POSITIVE,
+            f"the claimed saving {candidate.saving_literal} NOK is not above zero",
+            claimed_saving_nok=candidate.saving_literal,
+        )
+    return _passed(
+        Rule.SAVING_POSITIVE, f"the claimed saving {candidate.saving_literal} NOK is above zero"
+    )
+
+
+def _cost_of(codes: Iterable[str], project: Project) -> Decimal:
+    return sum(
+        (_dec(line.amount_nok) for code in codes if (line := project.line(code))), Decimal(0)
+    )
+
+
+def _saving_within_cost(
+    candidate: Candidate, codes: tuple[str, ...], project: Project
+) -> RuleCheck:
+    cost = _cost_of(codes, project)
+    saving = _dec(candidate.claimed_saving_nok)
+    figures = {"affected_cost_nok": _nok(cost), "claimed_saving_nok": _nok(saving)}
+    if saving > cost:
+        return _failed(
+            Rule.SAVING_WITHIN_COST,
+            f"the claimed saving {_nok(saving)} NOK is above the {_nok(cost)} NOK that "
+            f"{', '.join(codes)} cost together",
+            **figures,
+        )
+    return _passed(
+        Rule.SAVING_WITHIN_COST, f"{_nok(saving)} NOK of {_nok(cost)} NOK affected cost", **figures
+    )
+
+
+def _arithmetic(candidate: Candidate, codes: tuple[str, ...], project: Project) -> RuleCheck:
+    figures: dict[str, str] = {}
+    for code in codes:
+        line = project.line(code)
+        if line is None or line.quantity is None or line.unit_price_nok is None:
+            continue
+        product = _dec(line.quantity) * _dec(line.unit_price_nok)
+        figures[f"line_{code}_recomputed_nok"] = _nok(product)
+        if abs(product - _dec(line.amount_nok)) > ARITHMETIC_TOLERANCE_NOK:
+            return _failed(
+                Rule.ARITHMETIC,
+                f"cost line {code} says {line.amount_nok} NOK but {line.quantity} × "
+                f"{line.unit_price_nok} = {_nok(product)} NOK; the line must add up before a saving "
+                "on it can be checked",
+                **figures,
+            )
+    if candidate.quantity is not None and candidate.unit_price_nok is not None:
+        product = _dec(candidate.quantity) * _dec(candidate.unit_price_nok)
+        figures["recomputed_saving_nok"] = _nok(product)
+        figures["claimed_saving_nok"] = candidate.saving_literal
+        if abs(product - _dec(candidate.claimed_saving_nok)) > ARITHMETIC_TOLERANCE_NOK:
+            return _failed(
+                Rule.ARITHMETIC,
+                f"{candidate.quantity} × {candidate.unit_price_nok} = {_nok(product)} NOK, not the "
+                f"claimed {candidate.saving_literal} NOK",
+                **figures,
+            )
+        return _passed(
+            Rule.ARITHMETIC,
+            f"{candidate.quantity} × {candidate.unit_price_nok} = {_nok(product)} NOK",
+            **figures,
+        )
+    if figures:
+        return _passed(
+            Rule.ARITHMETIC,
+            "the affected lines' quantity × unit price match their amounts",
+            **figures,
+        )
+    return _passed(Rule.ARITHMETIC, "no quantity × unit price given; nothing to recompute")
+
+
+def _no_double_counting(
+    candidate: Candidate, project: Project, accepted: Sequence[Candidate]
+) -> RuleCheck:
+    for other in accepted:
+        if other.id == candidate.id:
+            return _failed(
+                Rule.NO_DOUBLE_COUNTING, f"candidate {candidate.id} is already counted in this run"
+            )
+        if candidate.origin.startswith("measure-option:") and other.origin == candidate.origin:
+            return _failed(
+                Rule.NO_DOUBLE_COUNTING,
+                f"{candidate.origin} is already counted in this run as candidate {other.id}",
+            )
+    mine = set(candidate.affected_codes)
+    sharing = [other for other in accepted if mine & set(other.affected_codes)]
+    if not sharing:
+        return _passed(Rule.NO_DOUBLE_COUNTING, "no other accepted candidate touches these codes")
+    union = sorted(mine.union(*(set(o.affected_codes) for o in sharing)))
+    capacity = _cost_of(union, project)
+    claimed = _dec(candidate.claimed_saving_nok) + sum(
+        (_dec(o.claimed_saving_nok) for o in sharing), Decimal(0)
+    )
+    figures = {"shared_codes_cost_nok": _nok(capacity), "claimed_together_nok": _nok(claimed)}
+    others = ", ".join(o.id for o in sharing)
+    if claimed > capacity:
+        return _failed(
+            Rule.NO_DOUBLE_COUNTING,
+            f"together with {others} it claims {_nok(claimed)} NOK from lines ({', '.join(union)}) "
+            f"that cost {_nok(capacity)} NOK; the same kroner would be saved twice",
+            **figures,
+        )
+    return _passed(
+        Rule.NO_DOUBLE_COUNTING,
+        f"with {others} it claims {_nok(claimed)} NOK of the {_nok(capacity)} NOK those lines cost",
+        **figures,
+    )
+
+
+def _evidence_inside_bundle(candidate: Candidate, project: Project) -> RuleCheck:
+    if not candidate.evidence:
+        return _failed(
+            Rule.EVIDENCE_INSIDE_BUNDLE,
+            "no evidence link is given; name at least one concept of the bundle the figures come from",
+        )
+    for link in candidate.evidence:
+        rel = evidence_path(link)
+        if rel is None:
+            return _failed(Rule.EVIDENCE_INSIDE_BUNDLE, f"evidence link {link!r} leaves the bundle")
+        if rel not in project.files:
+            return _failed(
+                Rule.EVIDENCE_INSIDE_BUNDLE, f"evidence link {link!r} names no file in the bundle"
+            )
+    return _passed(
+        Rule.EVIDENCE_INSIDE_BUNDLE,
+        f"{len(candidate.evidence)} evidence link(s) resolve inside the bundle",
+    )
+
+
+def evidence_path(link: str) -> str | None:
+    """A bundle-root-relative POSIX path for an evidence link, or ``None`` when it leaves the bundle."""
+    path = unquote(link.split("#", 1)[0]).replace("\\", "/").strip()
+    if (
+        not path
+        or "\x00" in path
+        or path.lower().startswith("file:")
+        or (len(path) > 1 and path[1] == ":")
+    ):
+        return None
+    normal = posixpath.normpath(path.lstrip("/"))
+    if normal in {".", ".."} or normal.startswith("../") or normal.startswith("/"):
+        return None
+    return normal

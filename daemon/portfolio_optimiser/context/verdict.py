@@ -1,0 +1,165 @@
+"""The verdict file: an expert's hand-edited JSON decision on one candidate (DESIGN §3).
+
+Decides: whether a file is a usable verdict, and if not, the one sentence that tells the expert
+where (line and column, or field) and what to do. Common hand-editing damage is handled kindly —
+a UTF-8 byte order mark and CRLF line ends are accepted — but never silently repaired: a trailing
+comma is reported with its position. The id is read verbatim, never re-minted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from enum import StrEnum
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError as SchemaError
+from pydantic import BaseModel, ConfigDict, Field
+
+from portfolio_optimiser.resources import load_schema
+
+__all__ = ["APPROVING", "Decision", "Verdict", "VerdictError", "parse_verdict"]
+
+
+class Decision(StrEnum):
+    APPROVED = "approved"
+    APPROVED_WITH_ADJUSTMENT = "approved_with_adjustment"
+    REJECTED = "rejected"
+
+
+APPROVING = frozenset({Decision.APPROVED, Decision.APPROVED_WITH_ADJUSTMENT})
+
+
+class VerdictError(Exception):
+    """A verdict file cannot be used; ``str(exc)`` says where and how to fix it."""
+
+
+class Verdict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    schema_ref: str | None = Field(default=None, alias="$schema")
+    id: str
+    decision: Decision
+    rationale: str
+    reviewer: str
+    realization_rate: float | None = None
+    adjusted_saving_nok: float | int | None = None
+    decided_at: str | None = None
+    candidate: dict[str, Any] | None = None
+
+    @property
+    def approves(self) -> bool:
+        return self.decision in APPROVING
+
+
+def parse_verdict(data: bytes, source: str) -> Verdict:
+    """Parse and validate the bytes of a verdict file named ``source``."""
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise VerdictError(
+            f"{source} line {line}: the file is not UTF-8 text; save it as UTF-8"
+        ) from None
+    if not text.strip():
+        raise VerdictError(
+            f"{source}: the file is empty; fill in the verdict template and save it again"
+        )
+    try:
+        raw = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise VerdictError(
+            f"{source} line {_line_of_key(text, exc.key)}: the field {exc.key!r} appears twice; keep one"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise VerdictError(f"{source} {_json_problem(text, exc)}") from None
+    if not isinstance(raw, dict):
+        raise VerdictError(
+            f"{source} line 1: a verdict is a JSON object {{ … }}, not a {type(raw).__name__}"
+        )
+    validator = jsonschema.Draft202012Validator(load_schema("verdict.schema.json"))
+    errors = sorted(validator.iter_errors(raw), key=_error_order)
+    if errors:
+        raise VerdictError(f"{source} {_schema_problem(text, errors[0])}")
+    return Verdict.model_validate(raw)
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
+    before = text[: exc.pos].rstrip()
+    if before.endswith(",") and exc.msg.startswith(("Expecting property name", "Expecting value")):
+        comma = len(before) - 1
+        line = text.count("\n", 0, comma) + 1
+        column = comma - (text.rfind("\n", 0, comma) + 1) + 1
+        return (
+            f"line {line}, column {column}: trailing comma after the last item; remove that comma"
+        )
+    return f"line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg}); fix the text there"
+
+
+def _error_order(error: SchemaError) -> tuple[int, list[str]]:
+    # Missing required fields first: they explain most follow-on errors.
+    return (0 if error.validator == "required" else 1, [str(p) for p in error.absolute_path])
+
+
+def _line_of_key(text: str, key: str) -> int:
+    match = re.search(rf'"{re.escape(key)}"\s*:', text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
+
+
+def _schema_problem(text: str, error: SchemaError) -> str:
+    path = [str(p) for p in error.absolute_path]
+    field = path[0] if path else ""
+    where = f"line {_line_of_key(text, field)}, field {'.'.join(path)}" if field else "line 1"
+    kind = error.validator
+    if kind == "required":
+        missing = re.search(r"'([^']+)' is a required property", error.message)
+        name = missing.group(1) if missing else "?"
+        hint = {
+            "adjusted_saving_nok": "approved_with_adjustment needs the saving you would sign off",
+            "rationale": "say why, in your own words",
+            "reviewer": "give your initials or name",
+            "id": "copy it verbatim from the template",
+        }.get(name, "add it")
+        return f"{where}: the field {name} is missing; {hint}"
+    if kind == "additionalProperties":
+        extra = re.findall(r"'([^']+)'", error.message)
+        name = extra[0] if extra else "?"
+        return (
+            f"line {_line_of_key(text, name)}: {name!r} is not a verdict field; check its spelling "
+            "(fields: id, decision, rationale, reviewer, realization_rate, adjusted_saving_nok, decided_at)"
+        )
+    if field == "decision":
+        if error.instance in ("", None):
+            return f"{where}: the decision is empty; write approved, approved_with_adjustment or rejected"
+        return f"{where}: {error.instance!r} is not a decision; write approved, approved_with_adjustment or rejected"
+    if field == "rationale":
+        return f"{where}: a rejection needs a rationale; say why, in your own words"
+    if field == "reviewer":
+        return f"{where}: the reviewer is empty; give your initials or name"
+    if field == "id":
+        return f"{where}: {error.instance!r} is not a candidate id; copy the id verbatim from the template"
+    if field == "decided_at":
+        return (
+            f"{where}: {error.instance!r} is not a date and time; write e.g. 2026-11-30T12:00:00Z"
+        )
+    if field == "realization_rate":
+        return f"{where}: {error.instance!r} must be a number from 0 to 1"
+    if field == "adjusted_saving_nok":
+        return f"{where}: {error.instance!r} must be a number of NOK above zero"
+    return f"{where}: {error.message}"

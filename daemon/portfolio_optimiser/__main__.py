@@ -1,0 +1,5 @@
+import sys
+
+from portfolio_optimiser.cli import main
+
+sys.exit(main())

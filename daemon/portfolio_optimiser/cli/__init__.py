@@ -1,0 +1,94 @@
+"""The command line: ``portfolio-optimiser COMMAND`` (also ``python -m portfolio_optimiser``).
+
+A function of argv: ``main([...])`` parses, runs one handler and returns the exit code. Expected
+failures print one sentence on stderr and never a traceback: 78 for configuration errors
+(EX_CONFIG), 2 for usage, 1 for a bad input, 70 for a defect in this program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from portfolio_optimiser.config import EX_CONFIG, ConfigError
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.verdict import VerdictError
+
+from . import commands
+
+__all__ = ["build_parser", "main"]
+
+EX_SOFTWARE = 70
+
+
+def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    # Accepted before or after the command name; after it, the default must not clobber before.
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument(
+        "--workspace",
+        type=Path,
+        default=default if suppress else Path(),
+        metavar="DIR",
+        help="the workspace folder (default: the current folder)",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=default,
+        metavar="FILE",
+        help="config file (default: DIR/config/portfolio-optimiser.toml, else the packaged default)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="portfolio-optimiser",
+        description="Find cost savings inside each project of a portfolio.",
+    )
+    _common(parser, suppress=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser(
+        "demo", help="run the example portfolio offline and show what the foundation checks"
+    )
+    _common(demo, suppress=True)
+    demo.set_defaults(handler=commands.demo)
+
+    check_verdict = sub.add_parser(
+        "check-verdict", help="validate a hand-edited verdict file without dropping it"
+    )
+    _common(check_verdict, suppress=True)
+    check_verdict.add_argument("file", type=Path, metavar="FILE")
+    check_verdict.set_defaults(handler=commands.check_verdict)
+
+    check_bundle = sub.add_parser(
+        "check-bundle", help="check a project bundle before dropping it into the inbox"
+    )
+    _common(check_bundle, suppress=True)
+    check_bundle.add_argument("bundle", type=Path, metavar="DIR")
+    check_bundle.set_defaults(handler=commands.check_bundle)
+    return parser
+
+
+def fail(message: str, code: int) -> int:
+    print(f"portfolio-optimiser: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except ConfigError as exc:
+        return fail(str(exc), EX_CONFIG)
+    except (BundleError, VerdictError) as exc:
+        return fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return 130
+    except (
+        Exception
+    ) as exc:  # a defect: say so in one line, keep the traceback out of the user's way
+        return fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EX_SOFTWARE)
+    return code

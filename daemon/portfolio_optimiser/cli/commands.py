@@ -1,0 +1,113 @@
+"""Handlers of the command line; each takes the parsed arguments and returns an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from portfolio_optimiser._text import strip_control
+from portfolio_optimiser.config import Config, load_config
+from portfolio_optimiser.context.candidates import kuttliste_candidates
+from portfolio_optimiser.context.conformance import check_conformance
+from portfolio_optimiser.context.decisions import Accepted
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
+from portfolio_optimiser.context.render import render_context
+from portfolio_optimiser.context.validator import validate_candidates
+from portfolio_optimiser.context.verdict import parse_verdict
+from portfolio_optimiser.resources import commons_dir
+
+__all__ = ["check_bundle", "check_verdict", "demo", "resolve_config"]
+
+
+def say(text: str = "") -> None:
+    print(strip_control(text))
+
+
+def nok(value: float) -> str:
+    return f"{value:,.0f}".replace(",", " ")
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """``--config``, else ``<workspace>/config/portfolio-optimiser.toml``, else the packaged default."""
+    explicit: Path | None = getattr(args, "config", None)
+    if explicit is not None:
+        return load_config(explicit)
+    workspace: Path = getattr(args, "workspace", None) or Path()
+    local = workspace / "config" / "portfolio-optimiser.toml"
+    return load_config(local if local.is_file() else None)
+
+
+def check_verdict(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        print(f"portfolio-optimiser: {path}: cannot be read ({exc.strerror})", file=sys.stderr)
+        return 1
+    verdict = parse_verdict(data, str(path))
+    say(f"{path}: a valid verdict — {verdict.decision.value} on {verdict.id} by {verdict.reviewer}")
+    return 0
+
+
+def _check_one(bundle: Path, config: Config) -> tuple[Project, int]:
+    """Print what the foundation sees in one bundle; return the project and its accepted count."""
+    navigation = navigate_bundle(bundle)
+    project = load_ir_projections(bundle)
+    context = render_context(navigation, budget_chars=config.context.budget_chars)
+    counts = {kind: sum(1 for p in navigation.problems if p.kind is kind) for kind in ProblemKind}
+    say(f"{project.id}: {project.name}")
+    figures = [f"base estimate {nok(project.cost_total_nok)} NOK"]
+    if project.p50_nok is not None:
+        figures.append(f"P50 {nok(project.p50_nok)}")
+    if project.p85_nok is not None:
+        figures.append(f"P85 {nok(project.p85_nok)}")
+    say(f"  {len(project.cost_lines)} cost lines, {', '.join(figures)}")
+    say(
+        f"  navigation read {len(navigation.concepts)} concepts into {len(context)} characters of context; "
+        f"{counts[ProblemKind.BROKEN]} broken link(s) tolerated, {counts[ProblemKind.CYCLE]} cycle(s) ended, "
+        f"{counts[ProblemKind.ESCAPE]} escaping link(s) refused"
+    )
+    for problem in navigation.problems:
+        if problem.kind is not ProblemKind.CYCLE:
+            say(f"    note: {problem}")
+    for issue in check_conformance(bundle):
+        say(f"    OKF: {issue}")
+    decisions = validate_candidates(kuttliste_candidates(project), project)
+    accepted = 0
+    for candidate, decision in zip(kuttliste_candidates(project), decisions, strict=True):
+        mark = (
+            "accepted"
+            if isinstance(decision, Accepted)
+            else f"rejected ({decision.rule}): {decision.reason}"
+        )
+        accepted += isinstance(decision, Accepted)
+        say(
+            f"  {candidate.origin.removeprefix('measure-option:'):>6}  {nok(candidate.claimed_saving_nok):>13} NOK  {candidate.title[:48]:<48}  {mark}"
+        )
+    return project, accepted
+
+
+def check_bundle(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    _check_one(args.bundle, config)
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    portfolio = commons_dir() / "examples" / "portfolio"
+    say("portfolio-optimiser demo: the deterministic foundation on the example portfolio, offline")
+    say()
+    for bundle in sorted(p for p in portfolio.iterdir() if p.is_dir()):
+        _check_one(bundle, config)
+        say()
+    say(
+        "Each kuttliste item above went through the deterministic validator (codes exist, saving above\n"
+        "zero and within the affected cost, arithmetic recomputed, no double counting, evidence inside\n"
+        "the bundle). Not built yet: the agent pipeline (proposer, maker-checker), the daemon that\n"
+        "watches inbox/, verdict processing and the learning loop. Nothing was written."
+    )
+    return 0

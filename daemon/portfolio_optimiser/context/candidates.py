@@ -1,0 +1,39 @@
+"""Deterministic candidates: the bundle's own kuttliste, turned into candidates a run can validate.
+
+This is the proposer of last resort (no model, no network): every ``measure-option`` of the project
+becomes one candidate, its evidence the option's own file and the cost lines it names.
+"""
+
+from __future__ import annotations
+
+from .models import Candidate, MeasureOption, Project, candidate_key_literal
+
+__all__ = ["candidate_from_option", "kuttliste_candidates"]
+
+
+def candidate_from_option(project: Project, option: MeasureOption) -> Candidate:
+    evidence = [option.source] if option.source else []
+    evidence += [
+        line.source
+        for code in option.affected_codes
+        if (line := project.line(code)) and line.source
+    ]
+    return Candidate(
+        project_id=project.id,
+        affected_codes=option.affected_codes,
+        measure_type=option.measure_type,
+        claimed_saving_nok=option.estimated_saving_nok,
+        saving_literal=candidate_key_literal(option.estimated_saving_nok),
+        title=option.title or option.id,
+        rationale=option.consequence or option.description or "",
+        evidence=tuple(dict.fromkeys(evidence)),
+        quantity=option.quantity,
+        unit=option.unit,
+        unit_price_nok=option.unit_price_nok,
+        origin=f"measure-option:{option.id}",
+    )
+
+
+def kuttliste_candidates(project: Project) -> list[Candidate]:
+    """One candidate per measure option, in the bundle's file order."""
+    return [candidate_from_option(project, option) for option in project.measure_options]

@@ -1,0 +1,85 @@
+"""Curated writers: the ingest stamp is refused, the index label is neutral, the log is newest first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from portfolio_optimiser.context.errors import IngestStampError
+from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.context.wiki import link_in_index, prepend_log, write_concept_file
+
+
+@pytest.mark.loadbearing
+def test_the_complete_ingest_stamp_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    page = tmp_path / "wiki" / "page.md"
+    with pytest.raises(IngestStampError, match="ingest stamp"):
+        write_concept_file(
+            page, {"type": "verdict", "generated": True, "ingest_manifest": "m.json"}, "x"
+        )
+    assert not page.exists()
+    assert not any(tmp_path.rglob("*"))  # not even a temporary file or a folder
+
+
+@pytest.mark.parametrize("half", [{"generated": True}, {"ingest_manifest": "m.json"}])
+def test_either_half_of_the_stamp_alone_is_allowed(tmp_path: Path, half: dict[str, object]) -> None:
+    page = tmp_path / "page.md"
+    write_concept_file(page, {"type": "note", **half}, "body")
+    assert read_concept(page, "page.md").frontmatter == {"type": "note", **half}
+
+
+def test_a_written_concept_reads_back_exactly(tmp_path: Path) -> None:
+    page = tmp_path / "verdicts" / "c-1.md"
+    frontmatter = {
+        "type": "verdict",
+        "affected_codes": ["02.3"],
+        "claimed_saving_nok": "30000.0",
+        "code": "02.3",
+    }
+    write_concept_file(page, frontmatter, "Approved.\n")
+    concept = read_concept(page, "verdicts/c-1.md")
+    assert concept.frontmatter == frontmatter
+    assert concept.body.strip() == "Approved."
+
+
+def test_reserved_names_and_missing_type_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="reserved"):
+        write_concept_file(tmp_path / "index.md", {"type": "note"}, "")
+    with pytest.raises(ValueError, match="type"):
+        write_concept_file(tmp_path / "a.md", {"title": "no type"}, "")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.loadbearing
+def test_index_links_use_a_neutral_label_once(tmp_path: Path) -> None:
+    assert link_in_index(tmp_path, "verdicts/c-0123456789abcdef.md") is True
+    assert link_in_index(tmp_path, "verdicts/c-0123456789abcdef.md") is False
+    index = (tmp_path / "index.md").read_text()
+    assert index.count("](verdicts/c-0123456789abcdef.md)") == 1
+    assert "* [verdicts/c-0123456789abcdef](verdicts/c-0123456789abcdef.md)" in index
+
+
+def test_a_second_page_joins_the_same_section(tmp_path: Path) -> None:
+    (tmp_path / "index.md").write_text(
+        "# Wiki\n\n## Pages\n\n* [a](a.md)\n\n## Other\n\n* [z](z.md)\n"
+    )
+    link_in_index(tmp_path, "b.md")
+    assert (tmp_path / "index.md").read_text() == (
+        "# Wiki\n\n## Pages\n\n* [a](a.md)\n* [b](b.md)\n\n## Other\n\n* [z](z.md)\n"
+    )
+
+
+def test_the_log_is_newest_first(tmp_path: Path) -> None:
+    prepend_log(tmp_path, day="2026-11-29", kind="Creation", text="first")
+    prepend_log(tmp_path, day="2026-11-30", kind="Creation", text="second")
+    prepend_log(tmp_path, day="2026-11-30", kind="Deprecation", text="third")
+    assert (tmp_path / "log.md").read_text() == (
+        "# Log\n\n## 2026-11-30\n* **Deprecation** third\n* **Creation** second\n\n"
+        "## 2026-11-29\n* **Creation** first\n"
+    )
+
+
+def test_a_log_day_must_be_a_date(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        prepend_log(tmp_path, day="yesterday", kind="Update", text="x")

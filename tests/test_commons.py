@@ -71,3 +71,25 @@ def test_the_example_portfolio_has_three_projects_with_a_kuttliste() -> None:
         assert project.measure_options
         assert project.p50_nok is not None and project.p85_nok is not None
         assert project.base_estimate_nok == project.cost_total_nok
+
+
+def test_validator_decisions_fit_the_proposals_schema() -> None:
+    from portfolio_optimiser.context.candidates import kuttliste_candidates
+    from portfolio_optimiser.context.validator import validate_candidates
+
+    schema = json.loads((SHARED / "schemas" / "proposals.schema.json").read_text("utf-8"))
+    project = load_ir_projections(SHARED / "examples" / "portfolio" / "lillevik-school")
+    candidates = kuttliste_candidates(project)
+    bad = candidates[0].model_copy(update={"affected_codes": ("99.9",)})
+    decisions = validate_candidates([*candidates, bad], project)
+    document = {
+        "schema_version": 1,
+        "project_id": project.id,
+        "run_id": "r-1",
+        "candidates": [
+            {**c.model_dump(mode="json"), "validator": d.model_dump(mode="json"), "checker": {"outcome": "not_run"}}
+            for c, d in zip([*candidates, bad], decisions, strict=True)
+        ],
+    }
+    jsonschema.validate(document, schema)
+    assert document["candidates"][-1]["validator"]["outcome"] == "rejected"

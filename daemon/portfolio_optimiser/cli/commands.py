@@ -12,7 +12,6 @@ from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.conformance import check_conformance
 from portfolio_optimiser.context.decisions import Accepted
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.context.validator import validate_candidates
@@ -52,8 +51,8 @@ def check_verdict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_one(bundle: Path, config: Config) -> tuple[Project, int]:
-    """Print what the foundation sees in one bundle; return the project and its accepted count."""
+def _check_one(bundle: Path, config: Config) -> int:
+    """Print what the foundation sees in one bundle; return how many problems need fixing."""
     navigation = navigate_bundle(bundle)
     project = load_ir_projections(bundle)
     context = render_context(navigation, budget_chars=config.context.budget_chars)
@@ -71,28 +70,39 @@ def _check_one(bundle: Path, config: Config) -> tuple[Project, int]:
         f"{counts[ProblemKind.ESCAPE]} escaping link(s) refused"
     )
     for problem in navigation.problems:
-        if problem.kind is not ProblemKind.CYCLE:
+        if problem.kind is ProblemKind.BROKEN:
             say(f"    note: {problem}")
-    for issue in check_conformance(bundle):
-        say(f"    OKF: {issue}")
-    decisions = validate_candidates(kuttliste_candidates(project), project)
-    accepted = 0
-    for candidate, decision in zip(kuttliste_candidates(project), decisions, strict=True):
-        mark = (
+        elif problem.kind is ProblemKind.ESCAPE:
+            say(f"    problem: {problem}")
+    issues = check_conformance(bundle)
+    for issue in issues:
+        say(f"    problem (OKF): {issue}")
+    candidates = kuttliste_candidates(project)
+    for candidate, decision in zip(
+        candidates, validate_candidates(candidates, project), strict=True
+    ):
+        outcome = (
             "accepted"
             if isinstance(decision, Accepted)
             else f"rejected ({decision.rule}): {decision.reason}"
         )
-        accepted += isinstance(decision, Accepted)
+        item = candidate.origin.removeprefix("measure-option:")
         say(
-            f"  {candidate.origin.removeprefix('measure-option:'):>6}  {nok(candidate.claimed_saving_nok):>13} NOK  {candidate.title[:48]:<48}  {mark}"
+            f"  {item:>6}  {nok(candidate.claimed_saving_nok):>13} NOK  {candidate.title[:48]:<48}  {outcome}"
         )
-    return project, accepted
+    return counts[ProblemKind.ESCAPE] + len(issues)
 
 
 def check_bundle(args: argparse.Namespace) -> int:
     config = resolve_config(args)
-    _check_one(args.bundle, config)
+    problems = _check_one(args.bundle, config)
+    if problems:
+        print(
+            f"portfolio-optimiser: {args.bundle}: {problems} problem(s) to fix before dropping it "
+            "into inbox/projects/ (listed above)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

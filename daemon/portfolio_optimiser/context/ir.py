@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import BundleError, IRError
+from .errors import BundleError, BundleEscapeError, IRError
 from .frontmatter import Concept, read_concept
 from .models import CostLine, MeasureOption, Project
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
@@ -51,7 +51,13 @@ def bundle_files(root: Path) -> list[tuple[Path, str]]:
             if not name.lower().endswith(".md") or name.startswith("."):
                 continue
             rel = (Path(folder) / name).relative_to(base).as_posix()
-            path, resolved_rel = safe_resolve(base, "/" + rel, from_rel=rel)
+            try:
+                path, resolved_rel = safe_resolve(base, "/" + rel, from_rel=rel)
+            except BundleEscapeError:
+                raise BundleEscapeError(
+                    f"{rel}: is a symlink to a file outside the bundle; put a copy of the file "
+                    "inside the bundle instead"
+                ) from None
             found.setdefault(path, resolved_rel)
             if len(found) > MAX_CONCEPTS:
                 raise BundleError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import pytest
@@ -66,7 +67,7 @@ def test_the_id_is_stable() -> None:
 
 
 def test_the_id_is_the_documented_hash_of_the_key() -> None:
-    key = "\x1f".join(["lillevik", "02.3,02.4", "standardisation", "30000"])
+    key = json.dumps(["lillevik", ["02.3", "02.4"], "standardisation", "30000"], ensure_ascii=False)
     expected = "c-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
     assert candidate(codes=("02.4", "02.3")).id == expected
 
@@ -189,3 +190,21 @@ def test_the_id_is_stable_under_any_permutation_of_the_codes(
     b = candidate(codes=tuple(shuffled), saving=saving)
     assert a.id == b.id
     assert ID_FORMAT.fullmatch(a.id)
+
+
+@loadbearing
+def test_a_code_containing_a_separator_does_not_collide() -> None:
+    assert candidate(codes=("a,b",)).id != candidate(codes=("a", "b")).id
+
+
+@loadbearing
+def test_a_literal_that_does_not_write_the_saving_is_refused() -> None:
+    with pytest.raises(ValidationError, match="does not write the claimed saving"):
+        Candidate(
+            project_id="p",
+            affected_codes=("02.3",),
+            measure_type="x",
+            claimed_saving_nok=100,
+            saving_literal="999",
+        )
+    assert candidate(saving=30000.0).saving_literal == "30000.0"

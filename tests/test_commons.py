@@ -87,7 +87,11 @@ def test_validator_decisions_fit_the_proposals_schema() -> None:
         "project_id": project.id,
         "run_id": "r-1",
         "candidates": [
-            {**c.model_dump(mode="json"), "validator": d.model_dump(mode="json"), "checker": {"outcome": "not_run"}}
+            {
+                **c.model_dump(mode="json"),
+                "validator": d.model_dump(mode="json"),
+                "checker": {"outcome": "not_run"},
+            }
             for c, d in zip([*candidates, bad], decisions, strict=True)
         ],
     }

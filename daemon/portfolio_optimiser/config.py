@@ -7,6 +7,7 @@ error names the file, the key path and what is wrong, and the CLI maps it to exi
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -103,7 +104,30 @@ def load_config(path: Path | None = None) -> Config:
     return parse_config(data, source=shown)
 
 
+def _non_finite(data: Any, path: str = "") -> tuple[str, float] | None:
+    """TOML allows inf and nan; a cap or a timeout of inf is no cap at all."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path, data
+    items = (
+        data.items()
+        if isinstance(data, Mapping)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
+    for key, value in items:
+        found = _non_finite(value, f"{path}.{key}" if path else str(key))
+        if found:
+            return found
+    return None
+
+
 def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
+    bad = _non_finite(data)
+    if bad:
+        raise ConfigError(
+            f"{source}: {bad[0]}: {bad[1]} is not a finite number; write a plain number"
+        )
     validator = jsonschema.Draft202012Validator(load_schema("config.schema.json"))
     errors = sorted(
         validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message)
@@ -144,7 +168,9 @@ def _describe(error: ValidationError) -> str:
         key = f"{path}.{extra[0]}" if path and extra else (extra[0] if extra else "?")
         return f"{key} is not a known key; check its spelling (known here: {known})"
     if kind == "type":
-        return f"{at}: {error.instance!r} is not of type {error.validator_value}; write a {error.validator_value}"
+        wanted = str(error.validator_value)
+        article = "an" if wanted[:1] in "aeiou" else "a"
+        return f"{at}: {error.instance!r} is not {article} {wanted}; write {article} {wanted}"
     if kind == "enum":
         choices = ", ".join(str(v) for v in list(error.validator_value))  # type: ignore[arg-type]
         return f"{at}: {error.instance!r} is not one of {choices}"

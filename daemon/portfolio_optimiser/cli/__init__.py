@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.verdict import VerdictError
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def fail(message: str, code: int) -> int:
-    print(f"portfolio-optimiser: {message}", file=sys.stderr)
+    print(f"portfolio-optimiser: {strip_control(message)}", file=sys.stderr)
     return code
 
 

@@ -44,7 +44,10 @@ def check_verdict(args: argparse.Namespace) -> int:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        print(f"portfolio-optimiser: {path}: cannot be read ({exc.strerror})", file=sys.stderr)
+        print(
+            strip_control(f"portfolio-optimiser: {path}: cannot be read ({exc.strerror})"),
+            file=sys.stderr,
+        )
         return 1
     verdict = parse_verdict(data, str(path))
     say(f"{path}: a valid verdict — {verdict.decision.value} on {verdict.id} by {verdict.reviewer}")
@@ -98,8 +101,10 @@ def check_bundle(args: argparse.Namespace) -> int:
     problems = _check_one(args.bundle, config)
     if problems:
         print(
-            f"portfolio-optimiser: {args.bundle}: {problems} problem(s) to fix before dropping it "
-            "into inbox/projects/ (listed above)",
+            strip_control(
+                f"portfolio-optimiser: {args.bundle}: {problems} problem(s) to fix before dropping "
+                "it into inbox/projects/ (listed above)"
+            ),
             file=sys.stderr,
         )
         return 1

@@ -34,6 +34,18 @@ class _ConceptLoader(yaml.SafeLoader):
             )
         return super().compose_node(parent, index)
 
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        # PyYAML keeps the last of two equal keys; a planner who wrote amount_nok twice meant one.
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = key_node.value
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} appears twice; keep one", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
 
 _ConceptLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
@@ -112,16 +124,16 @@ def _load_yaml(source: str, where: str) -> dict[str, Any]:
         data = yaml.load(source, Loader=_ConceptLoader)
     except yaml.constructor.ConstructorError as exc:
         line = _file_line(exc.problem_mark)
-        tag = re.search(r"tag '([^']*)'", str(exc.problem or ""))
+        tag = re.search(r"for the tag '([^']*)'", str(exc.problem or ""))
         if tag:
             shown = tag.group(1).replace("tag:yaml.org,2002:", "!!")
             raise FrontmatterError(
                 f"{where} line {line}: the YAML tag {shown} is not allowed in frontmatter; "
                 "remove the tag and write a plain value"
             ) from None
-        raise FrontmatterError(
-            f"{where} line {line}: {exc.problem}; write plain keys and values"
-        ) from None
+        problem = str(exc.problem)
+        advice = "" if ";" in problem else "; write plain keys and values"
+        raise FrontmatterError(f"{where} line {line}: {problem}{advice}") from None
     except yaml.MarkedYAMLError as exc:
         line = _file_line(exc.problem_mark)
         raise FrontmatterError(

@@ -58,6 +58,11 @@ def bundle_files(root: Path) -> list[tuple[Path, str]]:
                     f"{rel}: is a symlink to a file outside the bundle; put a copy of the file "
                     "inside the bundle instead"
                 ) from None
+            if not path.is_file():
+                raise BundleError(
+                    f"{rel}: is a symlink to {resolved_rel}, which does not exist; remove the "
+                    "symlink or restore its target"
+                )
             found.setdefault(path, resolved_rel)
             if len(found) > MAX_CONCEPTS:
                 raise BundleError(
@@ -141,6 +146,8 @@ def _sentence(concept: Concept, exc: ValidationError) -> str:
     kind = error["type"]
     if kind == "missing":
         return f"{concept.rel}: field {field} is missing; add '{field}: …' to the frontmatter"
+    if field == "code" and value == "":
+        return f'{where}: the code is empty; write the account code in quotes, e.g. code: "02.3"'
     if field == "code" or (field == "affected_codes" and len(loc) > 1):
         return (
             f'{where}: {value!r} is not text; put account codes in quotes, e.g. code: "02.3" '

@@ -9,7 +9,9 @@ signal across two ids.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
@@ -30,6 +32,13 @@ def _finite(value: Money) -> Money:
     if isinstance(value, bool) or not math.isfinite(value):
         raise ValueError("must be a finite number")
     return value
+
+
+def _same_number(literal: str, value: Money) -> bool:
+    try:
+        return Decimal(literal) == Decimal(str(value))
+    except InvalidOperation:
+        return False
 
 
 class _IR(BaseModel):
@@ -121,9 +130,13 @@ def candidate_key_literal(value: Money | str) -> str:
 def mint_candidate_id(
     project_id: str, affected_codes: tuple[str, ...], measure_type: str, saving_literal: str
 ) -> str:
-    """``c-`` and 16 hex digits of the key's SHA-256. Codes are a set; the saving is a literal."""
-    key = "\x1f".join(
-        [project_id, ",".join(sorted(set(affected_codes))), measure_type, saving_literal]
+    """``c-`` and 16 hex digits of the key's SHA-256. Codes are a set; the saving is a literal.
+
+    The key is a JSON array, so nothing collides by containing a separator: ``("a,b",)`` and
+    ``("a", "b")`` are different keys.
+    """
+    key = json.dumps(
+        [project_id, sorted(set(affected_codes)), measure_type, saving_literal], ensure_ascii=False
     )
     return "c-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
@@ -156,6 +169,15 @@ class Candidate(_IR):
         saving = data.get("claimed_saving_nok")
         if not data.get("saving_literal") and isinstance(saving, int | float | str):
             data["saving_literal"] = candidate_key_literal(saving)
+        literal, saving = data.get("saving_literal"), data.get("claimed_saving_nok")
+        if (
+            isinstance(literal, str)
+            and isinstance(saving, int | float)
+            and not isinstance(saving, bool)
+        ) and not _same_number(literal, saving):
+            raise ValueError(
+                f"saving_literal {literal!r} does not write the claimed saving {saving!r}"
+            )
         stated = data.pop("id", None)
         if stated is not None:
             minted = mint_candidate_id(

@@ -21,9 +21,10 @@ from __future__ import annotations
 import math
 import posixpath
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal, localcontext
 from urllib.parse import unquote
 
+from ._allocation import assignable
 from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
 from .models import Candidate, Money, Project
 
@@ -33,8 +34,11 @@ ARITHMETIC_TOLERANCE_NOK = Decimal("0.5")
 """Rounding to whole kroner is ordinary practice; anything beyond it is an arithmetic error."""
 
 
+_PRECISION = Context(prec=60)
+
+
 def _dec(value: Money) -> Decimal:
-    return Decimal(str(value))
+    return _PRECISION.create_decimal(str(value))
 
 
 def _nok(value: Decimal) -> str:
@@ -57,10 +61,19 @@ def validate_candidate(
     candidate: Candidate, project: Project, *, accepted: Sequence[Candidate] = ()
 ) -> Decision:
     """Check one candidate; ``accepted`` are the run's candidates already counted."""
+    with localcontext(_PRECISION):
+        return _validate(candidate, project, accepted)
+
+
+def _validate(candidate: Candidate, project: Project, accepted: Sequence[Candidate]) -> Decision:
     codes = tuple(dict.fromkeys(candidate.affected_codes))
-    missing = [code for code in codes if project.line(code) is None]
+    if candidate.project_id != project.id:
+        # A candidate for another project has no codes here, whatever they happen to be called.
+        missing = list(codes)
+    else:
+        missing = [code for code in codes if project.line(code) is None]
     checks = [
-        _codes_exist(codes, missing, project),
+        _codes_exist(candidate, codes, missing, project),
         _saving_positive(candidate),
     ]
     cost_known = not missing
@@ -102,7 +115,14 @@ def _failed(rule: Rule, detail: str, **figures: str) -> RuleCheck:
     return RuleCheck(rule=rule, outcome=RuleOutcome.FAILED, detail=detail, figures=figures)
 
 
-def _codes_exist(codes: tuple[str, ...], missing: list[str], project: Project) -> RuleCheck:
+def _codes_exist(
+    candidate: Candidate, codes: tuple[str, ...], missing: list[str], project: Project
+) -> RuleCheck:
+    if candidate.project_id != project.id:
+        return _failed(
+            Rule.CODES_EXIST,
+            f"the candidate is for project {candidate.project_id}, not {project.id}; its codes are not this project's",
+        )
     if missing:
         known = ", ".join(sorted(project.codes)) or "none"
         return _failed(
@@ -205,29 +225,50 @@ def _no_double_counting(
                 Rule.NO_DOUBLE_COUNTING,
                 f"{candidate.origin} is already counted in this run as candidate {other.id}",
             )
-    mine = set(candidate.affected_codes)
-    sharing = [other for other in accepted if mine & set(other.affected_codes)]
-    if not sharing:
+    group = _overlapping(candidate, accepted)
+    if not group:
         return _passed(Rule.NO_DOUBLE_COUNTING, "no other accepted candidate touches these codes")
-    union = sorted(mine.union(*(set(o.affected_codes) for o in sharing)))
-    capacity = _cost_of(union, project)
-    claimed = _dec(candidate.claimed_saving_nok) + sum(
-        (_dec(o.claimed_saving_nok) for o in sharing), Decimal(0)
-    )
-    figures = {"shared_codes_cost_nok": _nok(capacity), "claimed_together_nok": _nok(claimed)}
-    others = ", ".join(o.id for o in sharing)
-    if claimed > capacity:
+    members = [*group, candidate]
+    codes = sorted(set().union(*(set(c.affected_codes) for c in members)))
+    amounts = {code: _dec(line.amount_nok) for code in codes if (line := project.line(code))}
+    claims = {c.id: (_dec(c.claimed_saving_nok), frozenset(c.affected_codes)) for c in members}
+    claimed = sum((saving for saving, _ in claims.values()), Decimal(0))
+    fits = assignable(claims, amounts)
+    figures = {
+        "shared_codes_cost_nok": _nok(sum(amounts.values(), Decimal(0))),
+        "claimed_together_nok": _nok(claimed),
+        "assignable_nok": _nok(fits),
+    }
+    others = ", ".join(o.id for o in group)
+    if fits < claimed:
         return _failed(
             Rule.NO_DOUBLE_COUNTING,
-            f"together with {others} it claims {_nok(claimed)} NOK from lines ({', '.join(union)}) "
-            f"that cost {_nok(capacity)} NOK; the same kroner would be saved twice",
+            f"together with {others} it claims {_nok(claimed)} NOK from lines ({', '.join(codes)}) "
+            f"that can give at most {_nok(fits)} NOK to these measures; the same kroner would be saved twice",
             **figures,
         )
     return _passed(
         Rule.NO_DOUBLE_COUNTING,
-        f"with {others} it claims {_nok(claimed)} NOK of the {_nok(capacity)} NOK those lines cost",
+        f"with {others} it claims {_nok(claimed)} NOK, which fits in what lines {', '.join(codes)} cost",
         **figures,
     )
+
+
+def _overlapping(candidate: Candidate, accepted: Sequence[Candidate]) -> list[Candidate]:
+    """Accepted candidates linked to this one through shared codes, directly or in a chain."""
+    codes = set(candidate.affected_codes)
+    group: list[Candidate] = []
+    rest = list(accepted)
+    grew = True
+    while grew:
+        grew = False
+        for other in list(rest):
+            if codes & set(other.affected_codes):
+                group.append(other)
+                codes |= set(other.affected_codes)
+                rest.remove(other)
+                grew = True
+    return [c for c in accepted if c in group]
 
 
 def _evidence_inside_bundle(candidate: Candidate, project: Project) -> RuleCheck:

@@ -9,7 +9,9 @@ comma is reported with its position. The id is read verbatim, never re-minted.
 from __future__ import annotations
 
 import json
+import math
 import re
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -66,23 +68,69 @@ def parse_verdict(data: bytes, source: str) -> Verdict:
         raise VerdictError(
             f"{source}: the file is empty; fill in the verdict template and save it again"
         )
+    if len(data) > MAX_VERDICT_BYTES:
+        raise VerdictError(
+            f"{source}: the file is {len(data) // 1024} KiB; a verdict is a few lines of JSON, so "
+            "start again from the template"
+        )
     try:
         raw = json.loads(text, object_pairs_hook=_no_duplicate_keys)
     except _DuplicateKey as exc:
+        lines = _top_level_key_lines(text).get(exc.key, [1])
         raise VerdictError(
-            f"{source} line {_line_of_key(text, exc.key)}: the field {exc.key!r} appears twice; keep one"
+            f"{source} line {lines[-1]}: the field {exc.key!r} appears twice; keep one"
         ) from None
     except json.JSONDecodeError as exc:
         raise VerdictError(f"{source} {_json_problem(text, exc)}") from None
+    except (RecursionError, ValueError):
+        # Brackets nested thousands deep, or an integer of thousands of digits: not a verdict.
+        raise VerdictError(
+            f"{source}: the text is not a verdict (nested too deeply or a number far too long); "
+            "start again from the template"
+        ) from None
     if not isinstance(raw, dict):
         raise VerdictError(
-            f"{source} line 1: a verdict is a JSON object {{ … }}, not a {type(raw).__name__}"
+            f"{source} line 1: a verdict is a JSON object {{ … }}, not {_json_kind(raw)}"
         )
+    for key, value in raw.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            line = _line_of_key(text, key)
+            raise VerdictError(
+                f"{source} line {line}, field {key}: {value} is not a number JSON allows; "
+                "write a plain number"
+            )
     validator = jsonschema.Draft202012Validator(load_schema("verdict.schema.json"))
     errors = sorted(validator.iter_errors(raw), key=_error_order)
     if errors:
         raise VerdictError(f"{source} {_schema_problem(text, errors[0])}")
+    decided_at = raw.get("decided_at")
+    if isinstance(decided_at, str):
+        try:
+            datetime.fromisoformat(decided_at.replace("Z", "+00:00"))
+        except ValueError:
+            line = _top_level_key_lines(text).get("decided_at", [1])[0]
+            raise VerdictError(
+                f"{source} line {line}, field decided_at: {decided_at!r} is not a real date and time; "
+                "write e.g. 2026-11-30T12:00:00Z"
+            ) from None
     return Verdict.model_validate(raw)
+
+
+MAX_VERDICT_BYTES = 256 * 1024
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, list):
+        return "a list [ … ]"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an object"
 
 
 class _DuplicateKey(ValueError):
@@ -117,9 +165,45 @@ def _error_order(error: SchemaError) -> tuple[int, list[str]]:
     return (0 if error.validator == "required" else 1, [str(p) for p in error.absolute_path])
 
 
+def _top_level_key_lines(text: str) -> dict[str, list[int]]:
+    """The lines on which each key of the outermost object is written (a key may repeat)."""
+    found: dict[str, list[int]] = {}
+    depth, line, i = 0, 1, 0
+    while i < len(text):
+        char = text[i]
+        if char == "\n":
+            line += 1
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+        elif char == '"':
+            end = i + 1
+            while end < len(text) and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            rest = text[end + 1 :].lstrip(" \t\r\n")
+            if depth == 1 and rest.startswith(":"):
+                try:
+                    key = json.loads(text[i : end + 1])
+                except ValueError:
+                    key = text[i + 1 : end]
+                found.setdefault(key, []).append(line)
+            line += text.count("\n", i, end)
+            i = end
+        i += 1
+    return found
+
+
 def _line_of_key(text: str, key: str) -> int:
-    match = re.search(rf'"{re.escape(key)}"\s*:', text)
-    return text.count("\n", 0, match.start()) + 1 if match else 1
+    return _top_level_key_lines(text).get(key, [1])[0]
+
+
+def _shown(value: object) -> str:
+    return (
+        json.dumps(value, ensure_ascii=False)
+        if not isinstance(value, dict | list)
+        else _json_kind(value)
+    )
 
 
 def _schema_problem(text: str, error: SchemaError) -> str:
@@ -159,7 +243,9 @@ def _schema_problem(text: str, error: SchemaError) -> str:
             f"{where}: {error.instance!r} is not a date and time; write e.g. 2026-11-30T12:00:00Z"
         )
     if field == "realization_rate":
-        return f"{where}: {error.instance!r} must be a number from 0 to 1"
+        return f"{where}: {_shown(error.instance)} must be a number from 0 to 1"
     if field == "adjusted_saving_nok":
-        return f"{where}: {error.instance!r} must be a number of NOK above zero"
+        return f"{where}: {_shown(error.instance)} must be a number of NOK above zero"
+    if field == "candidate":
+        return f"{where}: the candidate summary is read-only context; restore it from the template or delete the field"
     return f"{where}: {error.message}"

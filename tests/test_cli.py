@@ -1,0 +1,246 @@
+"""The command line as a function of argv: exit codes, one line on stderr, clean stdout."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portfolio_optimiser.cli import main
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.resources import commons_dir
+
+PORTFOLIO = commons_dir() / "examples" / "portfolio"
+EXAMPLE_BUNDLES = sorted(p for p in PORTFOLIO.iterdir() if p.is_dir())
+LILLEVIK = PORTFOLIO / "lillevik-school"
+REPO = Path(__file__).resolve().parents[1]
+
+GOOD_VERDICT = {
+    "id": "c-d67b7045b6ae3f01",
+    "decision": "approved",
+    "rationale": "The saving holds.",
+    "reviewer": "KE",
+}
+
+
+def one_stderr_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith("portfolio-optimiser: ")
+    return lines[0]
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+# --- demo ---------------------------------------------------------------------------------------
+
+
+def test_demo_shows_every_example_project_and_says_what_is_not_built_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    for bundle in EXAMPLE_BUNDLES:
+        assert f"{load_ir_projections(bundle).id}: " in out
+    assert "Not built yet" in out
+    assert "\x1b" not in out
+
+
+def test_demo_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = tree(PORTFOLIO)
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 0
+    assert list(tmp_path.iterdir()) == []
+    assert tree(PORTFOLIO) == before
+    assert "Nothing was written" in capsys.readouterr().out
+
+
+# --- check-verdict ------------------------------------------------------------------------------
+
+
+def test_check_verdict_accepts_a_good_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(GOOD_VERDICT, indent=2), encoding="utf-8")
+    assert main(["check-verdict", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "a valid verdict" in out
+    assert GOOD_VERDICT["id"] in out
+
+
+def test_check_verdict_reports_a_bad_file_on_one_line_with_line_and_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "v.json"
+    path.write_bytes(b'{\n  "id": "c-0123456789abcdef",\n  "decision": "approved",\n}\n')
+    before = path.read_bytes()
+    assert main(["check-verdict", str(path)]) == 1
+    out, err = capsys.readouterr()
+    line = one_stderr_line(err)
+    assert str(path) in line
+    assert "line 3, column 25" in line
+    assert out == ""
+    assert path.read_bytes() == before
+
+
+def test_check_verdict_reports_a_missing_file_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-verdict", str(tmp_path / "nope.json")]) == 1
+    assert "nope.json" in one_stderr_line(capsys.readouterr().err)
+
+
+# --- check-bundle -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bundle", EXAMPLE_BUNDLES, ids=lambda p: p.name)
+def test_check_bundle_accepts_each_example_bundle(
+    bundle: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-bundle", str(bundle)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.startswith(f"{bundle.name}: ")
+
+
+def test_check_bundle_reports_a_missing_index_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "no-index"
+    shutil.copytree(LILLEVIK, bundle)
+    (bundle / "index.md").unlink()
+    assert main(["check-bundle", str(bundle)]) == 1
+    out, err = capsys.readouterr()
+    line = one_stderr_line(err)
+    assert "index.md is missing" in line
+    assert "no-index" in line
+    assert out == ""
+
+
+def test_check_bundle_reports_a_malformed_cost_line_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "b"
+    shutil.copytree(LILLEVIK, bundle)
+    walls = bundle / "cost" / "02-bygning" / "02.3-yttervegger.md"
+    walls.write_text(
+        walls.read_text(encoding="utf-8").replace("amount_nok: 29610000", "amount_nok: lots"),
+        encoding="utf-8",
+    )
+    assert main(["check-bundle", str(bundle)]) == 1
+    line = one_stderr_line(capsys.readouterr().err)
+    assert "cost/02-bygning/02.3-yttervegger.md field amount_nok" in line
+
+
+def test_check_bundle_reports_a_path_that_is_not_a_folder_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-bundle", str(tmp_path / "nope")]) == 1
+    assert "not a folder" in one_stderr_line(capsys.readouterr().err)
+
+
+def test_check_bundle_reports_a_dangling_symlink_as_a_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "b"
+    shutil.copytree(LILLEVIK, bundle)
+    (bundle / "context" / "dangling.md").symlink_to(bundle / "gone.md")
+    assert main(["check-bundle", str(bundle)]) == 1
+    line = one_stderr_line(capsys.readouterr().err)
+    assert "internal error" not in line
+    assert "context/dangling.md" in line
+
+
+# --- usage --------------------------------------------------------------------------------------
+
+
+def test_an_unknown_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["frobnicate"])
+    assert caught.value.code == 2
+    assert "frobnicate" in capsys.readouterr().err
+
+
+def test_no_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main([])
+    assert caught.value.code == 2
+
+
+def test_python_dash_m_help_works_as_a_subprocess() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "portfolio_optimiser", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    for command in ("demo", "check-verdict", "check-bundle"):
+        assert command in result.stdout
+
+
+# --- terminal safety ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["\\x1b[31mred\\x1b[0m", "\\x1b]0;title\\x07"],
+    ids=["csi-colour", "osc-window-title"],
+)
+def test_an_escape_sequence_in_a_bundle_title_never_reaches_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], hostile: str
+) -> None:
+    bundle = tmp_path / "b"
+    shutil.copytree(LILLEVIK, bundle)
+    # YAML double-quoted escapes, so the parsed title carries the real ESC and BEL characters.
+    project = bundle / "project.md"
+    project.write_text(
+        project.read_text(encoding="utf-8").replace(
+            "name: Lillevik skole, new school building", f'name: "Lillevik {hostile} skole"'
+        ),
+        encoding="utf-8",
+    )
+    option = bundle / "kuttliste" / "k-01-standard-window-sizes.md"
+    option.write_text(
+        option.read_text(encoding="utf-8").replace(
+            "title: Standard window sizes", f'title: "Standard {hostile} windows"'
+        ),
+        encoding="utf-8",
+    )
+    assert "\x1b" in load_ir_projections(bundle).name  # the hostile bytes really are in the IR
+    assert main(["check-bundle", str(bundle)]) == 0
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert "lillevik-school: Lillevik" in out
+    assert err == ""
+
+
+def test_an_escape_sequence_in_a_bundle_path_never_reaches_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle = tmp_path / "evil\x1b]0;pwned\x07"
+    bundle.mkdir()
+    assert main(["check-bundle", str(bundle)]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err
+    assert "\x07" not in err

@@ -44,6 +44,7 @@ class Materiality(_Section):
 class Reasoning(_Section):
     mode: Mode | None = None
     materiality: Materiality = Materiality()
+    review_capabilities: tuple[str, ...] = ("cost_review", "independent_reasoning")
 
 
 class Stop(_Section):
@@ -75,6 +76,7 @@ class Daemon(_Section):
 class Config(_Section):
     stop: Stop
     budget: Budget
+    advisors: tuple[dict[str, Any], ...] = ()
     reasoning: Reasoning = Reasoning()
     context: Context = Context()
     daemon: Daemon = Daemon()
@@ -142,6 +144,13 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
             f"{source}: reasoning.materiality: the shares must rise from material_share to "
             "critical_share; reorder them"
         )
+    seen: set[str] = set()
+    for number, advisor in enumerate(data.get("advisors", []), start=1):
+        if advisor["id"] in seen:
+            raise ConfigError(
+                f"{source}: advisors[{number}].id: {advisor['id']!r} is declared twice; ids are unique"
+            )
+        seen.add(advisor["id"])
     return Config.model_validate({**data, "source": source})
 
 

@@ -1,0 +1,115 @@
+"""Redaction: what is stripped from every string before it is written to a record, an output or a log.
+
+Order matters and is part of the contract: terminal control sequences and control characters go
+first (so an escape sequence cannot split a secret into pieces no pattern sees), then the secret
+shapes of a small ordered table, narrower names before broader ones. Each match becomes
+``[redacted:<kind>]`` and the kinds are reported, never the values. Text in which a private-key
+header announces a key body is refused outright: redacting the header would leave the key.
+
+One table, every caller: the record writer, the output writers and the log processor use
+:func:`scrub`. Tests build their secrets at run time, so no committed file carries one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from portfolio_optimiser._text import strip_control
+
+__all__ = ["SECRET_SHAPES", "RedactionRefused", "Scrubbed", "redact_event", "scrub", "scrub_value"]
+
+
+class RedactionRefused(ValueError):
+    """The text carries a secret that redaction cannot make safe; nothing is written."""
+
+
+@dataclass(frozen=True)
+class Scrubbed:
+    text: str
+    kinds: tuple[str, ...] = ()
+
+
+# (kind, pattern). Order: narrower vendor shapes before the broad ones that would also match them.
+SECRET_SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("anthropic-key", re.compile(r"sk-ant-[A-Za-z0-9_-]{16,}")),
+    ("openai-key", re.compile(r"sk-(?:proj-)?[A-Za-z0-9_-]{20,}")),
+    ("github-pat", re.compile(r"github_pat_[A-Za-z0-9_]{20,}")),
+    ("github-token", re.compile(r"gh[pousr]_[A-Za-z0-9_]{20,}")),
+    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("google-api-key", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
+    ("slack-token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("stripe-key", re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("private-key-header", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
+    ("bearer-token", re.compile(r"\b[Bb]earer\s+[A-Za-z0-9._~+/=-]{20,}")),
+)
+# name = value, keeping the name: password=…, "api_key": "…", AZURE_OPENAI_API_KEY=…
+_ASSIGNMENT: Final = re.compile(
+    r"(?P<name>[A-Za-z0-9_.-]*(?:api[-_]?key|access[-_]?token|auth[-_]?token|secret[-_]?key|"
+    r"client[-_]?secret|password|passwd|pwd)[A-Za-z0-9_]*)"
+    r"(?P<sep>[\"']?\s*[:=]\s*[\"']?)"
+    r"(?P<value>[^\s\"',;]{8,})",
+    re.IGNORECASE,
+)
+_KEY_BODY: Final = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----\s*\n?\s*[A-Za-z0-9+/=]{16,}"
+)
+
+
+def scrub(text: str) -> Scrubbed:
+    """Strip control sequences, then secret shapes. Raises :class:`RedactionRefused`."""
+    clean = strip_control(text)
+    kinds: list[str] = []
+    if clean != text:
+        kinds.append("control-sequence")
+    if _KEY_BODY.search(clean):
+        raise RedactionRefused(
+            "the text carries a private key (a PRIVATE KEY header followed by its body); "
+            "remove the key before it is recorded"
+        )
+    for kind, pattern in SECRET_SHAPES:
+        clean, count = pattern.subn(f"[redacted:{kind}]", clean)
+        if count:
+            kinds.append(kind)
+
+    def _keep_name(match: re.Match[str]) -> str:
+        if match.group("value").startswith("[redacted:"):
+            return match.group(0)
+        return f"{match.group('name')}{match.group('sep')}[redacted:assignment]"
+
+    clean, count = _ASSIGNMENT.subn(_keep_name, clean)
+    if count and "[redacted:assignment]" in clean:
+        kinds.append("assignment")
+    return Scrubbed(clean, tuple(kinds))
+
+
+def scrub_value(value: Any, kinds: set[str]) -> Any:
+    """Scrub every string inside a JSON-like value, collecting the kinds stripped."""
+    if isinstance(value, str):
+        result = scrub(value)
+        kinds.update(result.kinds)
+        return result.text
+    if isinstance(value, Mapping):
+        return {scrub_value(k, kinds): scrub_value(v, kinds) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_value(v, kinds) for v in value]
+    return value
+
+
+def redact_event(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """A structlog processor: put it last before the renderer, after anything that adds text."""
+    kinds: set[str] = set()
+    for key, value in list(event.items()):
+        try:
+            event[key] = (
+                scrub_value(value, kinds)
+                if isinstance(value, str | Mapping | list | tuple)
+                else value
+            )
+        except RedactionRefused:
+            event[key] = "[redacted:private-key]"
+    return event

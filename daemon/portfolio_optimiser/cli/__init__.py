@@ -16,8 +16,10 @@ from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.verdict import VerdictError
+from portfolio_optimiser.reasoning.policy import Confidence, Materiality
+from portfolio_optimiser.reasoning.store import Refusal
 
-from . import commands
+from . import commands, reasoning_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -70,6 +72,41 @@ def build_parser() -> argparse.ArgumentParser:
     _common(check_bundle, suppress=True)
     check_bundle.add_argument("bundle", type=Path, metavar="DIR")
     check_bundle.set_defaults(handler=commands.check_bundle)
+
+    advisors = sub.add_parser(
+        "advisors", help="every advisor, its status and why; capacity per capability"
+    )
+    _common(advisors, suppress=True)
+    advisors.add_argument("--json", action="store_true", help="machine-readable output")
+    advisors.set_defaults(handler=reasoning_commands.advisors)
+
+    preview = sub.add_parser(
+        "plan", help="preview the consultation plan for an uncertainty; records nothing"
+    )
+    _common(preview, suppress=True)
+    preview.add_argument("--materiality", required=True, choices=[m.value for m in Materiality])
+    preview.add_argument(
+        "--capabilities", required=True, metavar="A,B", help="comma-separated capabilities"
+    )
+    preview.add_argument("--confidence", default="medium", choices=[c.value for c in Confidence])
+    preview.add_argument("--json", action="store_true", help="machine-readable output")
+    preview.set_defaults(handler=reasoning_commands.plan_preview)
+
+    status = sub.add_parser(
+        "status", help="inbox, advisors and each task's reasoning state, with a handover report"
+    )
+    _common(status, suppress=True)
+    status.add_argument("--task", help="only this task")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(handler=reasoning_commands.status)
+
+    explain = sub.add_parser(
+        "explain", help="the provenance chain of a candidate, assessment or conclusion"
+    )
+    _common(explain, suppress=True)
+    explain.add_argument("id", metavar="ID")
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.set_defaults(handler=reasoning_commands.explain)
     return parser
 
 
@@ -84,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except ConfigError as exc:
         return fail(str(exc), EX_CONFIG)
-    except (BundleError, VerdictError) as exc:
+    except (BundleError, VerdictError, Refusal) as exc:
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130

@@ -1,0 +1,181 @@
+"""The reasoning commands: ``advisors``, ``plan``, ``status`` and ``explain``.
+
+Projections of the records and the catalogue: none holds a list of advisors of its own, and none
+names an advisor, vendor or model (``tests/test_provider_independence.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser.reasoning.environment import admission_for, state_dir
+from portfolio_optimiser.reasoning.policy import (
+    Confidence,
+    Materiality,
+    PlanRequest,
+    capacity,
+    plan,
+)
+from portfolio_optimiser.reasoning.report import explain as explain_chain
+from portfolio_optimiser.reasoning.report import handover, task_status, tasks_of
+from portfolio_optimiser.reasoning.store import Store, availability_now
+
+from .commands import resolve_config, say
+
+__all__ = ["advisors", "explain", "plan_preview", "status"]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _context(args: argparse.Namespace) -> tuple[Any, Store, Any]:
+    config = resolve_config(args)
+    ctx = admission_for(config, now=_now())
+    store = Store(state_dir(args.workspace))
+    return config, store, ctx
+
+
+def _emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def advisors(args: argparse.Namespace) -> int:
+    _config, store, ctx = _context(args)
+    states = availability_now(store.load(), ctx)
+    capabilities = sorted({c for a in ctx.catalogue.advisors for c in a.capabilities})
+    table = capacity(states, capabilities)
+    if args.json:
+        _emit_json(
+            {
+                "mode": str(ctx.mode.mode),
+                "mode_source": ctx.mode.source,
+                "operational": True,
+                "advisors": [
+                    {
+                        "id": s.advisor,
+                        "name": ctx.catalogue.get(s.advisor).name,
+                        "adapter": s.adapter,
+                        "local": s.local,
+                        "capabilities": list(s.capabilities),
+                        "status": str(s.status),
+                        "reason": s.reason,
+                        "recovering": s.recovering,
+                    }
+                    for s in states
+                ],
+                "capacity": table,
+            }
+        )
+        return 0
+    say(f"mode: {ctx.mode.mode} (from {ctx.mode.source})")
+    if not states:
+        say("no advisors are declared; every review runs locally")
+    for s in states:
+        flag = " (recovering)" if s.recovering else ""
+        say(
+            f"  {s.advisor:<28} {s.status}{flag} — {s.reason} [{s.adapter}{', local' if s.local else ''}]"
+        )
+    say("capacity (available advisors per capability):")
+    for capability, count in table.items():
+        say(f"  {capability:<28} {count}")
+    say("Operational either way: with no advisor, each review runs the structured local review.")
+    return 0
+
+
+def plan_preview(args: argparse.Namespace) -> int:
+    _config, store, ctx = _context(args)
+    states = availability_now(store.load(), ctx)
+    request = PlanRequest(
+        materiality=Materiality(args.materiality),
+        capabilities=tuple(c.strip() for c in args.capabilities.split(",") if c.strip()),
+        confidence=Confidence(args.confidence),
+    )
+    review = plan(request, ctx.mode.mode, states)
+    if args.json:
+        _emit_json(
+            {
+                "outcome": str(review.outcome),
+                "mode": str(review.mode),
+                "budget": review.budget,
+                "reason": review.reason,
+                "selected": [vars(s) for s in review.selected],
+                "excluded": [vars(e) for e in review.excluded],
+                "local_review": list(review.local_review),
+                "uncovered": list(review.uncovered),
+                "recorded": False,
+            }
+        )
+        return 0
+    say(f"{review.outcome}: {review.reason} (budget {review.budget}, mode {review.mode})")
+    for s in review.selected:
+        say(f"  selected {s.advisor}: {s.why}")
+    for e in review.excluded:
+        say(f"  not selected {e.advisor}: {e.reason}")
+    for number, step in enumerate(review.local_review, start=1):
+        say(f"  local review {number}. {step}")
+    say("(a preview: nothing was recorded)")
+    return 0
+
+
+def _count(folder: Path) -> int:
+    return sum(1 for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else 0
+
+
+def status(args: argparse.Namespace) -> int:
+    _config, store, ctx = _context(args)
+    loaded = store.load()
+    states = availability_now(loaded, ctx)
+    chosen = [args.task] if args.task else tasks_of(loaded)
+    statuses = [task_status(loaded, t) for t in chosen]
+    workspace: Path = args.workspace
+    inbox = {
+        "projects": _count(workspace / "inbox" / "projects"),
+        "verdicts": _count(workspace / "inbox" / "verdicts"),
+    }
+    available = sum(1 for s in states if s.available)
+    if args.json:
+        _emit_json(
+            {
+                "workspace": str(workspace),
+                "state_dir": str(store.root.parent),
+                "inbox": inbox,
+                "mode": str(ctx.mode.mode),
+                "advisors": {"declared": len(states), "available": available},
+                "tasks": [s.to_json() for s in statuses],
+                "unreadable_records": [list(u) for u in loaded.unreadable],
+                "handover": handover(statuses),
+            }
+        )
+        return 0
+    say(
+        f"workspace {workspace}: inbox holds {inbox['projects']} project(s) and {inbox['verdicts']} verdict file(s)"
+    )
+    say(f"reasoning mode {ctx.mode.mode}; {available} of {len(states)} advisors available")
+    for path, why in loaded.unreadable:
+        say(f"  unreadable record {path}: {why}")
+    say()
+    say(handover(statuses))
+    return 0
+
+
+def explain(args: argparse.Namespace) -> int:
+    _config, store, _ctx = _context(args)
+    chain = explain_chain(store.load(), args.id)
+    if chain is None:
+        say(f"no record or assessment mentions {args.id!r}; `status` lists what is recorded")
+        return 1
+    if args.json:
+        _emit_json(chain.to_json())
+        return 0
+    say(f"provenance of {chain.subject!r}:")
+    for step in chain.steps:
+        redacted = f" (redacted: {', '.join(step['redacted'])})" if step["redacted"] else ""
+        say(
+            f"  {step['recorded_at']}  {step['kind']:<12} {step['id']}  {step['summary']}{redacted}"
+        )
+    return 0

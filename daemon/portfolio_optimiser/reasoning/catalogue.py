@@ -26,7 +26,7 @@ class Advisor(BaseModel):
     id: str
     name: str
     adapter: str
-    """The transport: ``scripted``, ``openai-compatible``, ``ollama``, ``foundry``, ``azure-openai`` …"""
+    """The transport, named in config; its adapter module does the exchange."""
     provider: str
     model: str
     capabilities: tuple[str, ...] = Field(min_length=1)

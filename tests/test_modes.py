@@ -32,6 +32,7 @@ def test_every_mode_can_be_chosen_by_the_variable(mode: Mode) -> None:
     assert resolve_mode({MODE_VARIABLE: mode.value}, None) == ModeResolution(mode, "env")
 
 
+@pytest.mark.loadbearing
 @pytest.mark.parametrize(
     ("value", "expected"),
     [("STRICT", Mode.STRICT), ("Offline", Mode.OFFLINE), ("  fast ", Mode.FAST), ("cI", Mode.CI)],

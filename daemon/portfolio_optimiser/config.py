@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .resources import default_config_path, load_schema
 
@@ -77,6 +77,7 @@ class Config(_Section):
     stop: Stop
     budget: Budget
     advisors: tuple[dict[str, Any], ...] = ()
+    data_source: dict[str, Any] = Field(default_factory=lambda: {"kind": "bundle"})
     reasoning: Reasoning = Reasoning()
     context: Context = Context()
     daemon: Daemon = Daemon()
@@ -144,6 +145,20 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
             f"{source}: reasoning.materiality: the shares must rise from material_share to "
             "critical_share; reorder them"
         )
+    if "data_source" in data:
+        problems = sorted(
+            jsonschema.Draft202012Validator(load_schema("datasource.schema.json")).iter_errors(
+                data["data_source"]
+            ),
+            key=lambda e: list(map(str, e.absolute_path)),
+        )
+        if problems:
+            inner = _describe(problems[0])
+            raise ConfigError(
+                f"{source}: data_source.{inner}"
+                if not inner.startswith("top level")
+                else f"{source}: data_source: {inner[11:]}"
+            )
     seen: set[str] = set()
     for number, advisor in enumerate(data.get("advisors", []), start=1):
         if advisor["id"] in seen:
@@ -180,6 +195,8 @@ def _describe(error: ValidationError) -> str:
         wanted = str(error.validator_value)
         article = "an" if wanted[:1] in "aeiou" else "a"
         return f"{at}: {error.instance!r} is not {article} {wanted}; write {article} {wanted}"
+    if kind == "const":
+        return f"{at}: {error.instance!r} is not supported; write {error.validator_value!r}"
     if kind == "enum":
         choices = ", ".join(str(v) for v in list(error.validator_value))  # type: ignore[arg-type]
         return f"{at}: {error.instance!r} is not one of {choices}"

@@ -1,0 +1,426 @@
+"""Token budgets: one portfolio ledger over every run, and a per-run meter inside each (DESIGN §4).
+
+Decides whether a pass may start, which projects a wave may start, and whether one model call may
+be made. The global cap has three teeth, each with its own job:
+
+1. start-up refusal: a remainder that cannot fund one run raises ``BudgetRefused`` before
+   anything runs (a pass that can afford zero projects is a caller error, not a result);
+2. wave admission: a project that cannot be funded is never started (an interrupted run has
+   already cost calls); each admitted member reserves its claim against the same pre-wave
+   remainder, or a wave of k would overcommit the cap by up to k runs;
+3. a pre-call guard in ``BudgetMiddleware`` refuses a call the remainder cannot pay for. Real usage
+   is only known afterwards, so the charge after the call stops the next call, never this one.
+
+Billed tokens always reach the ledger: ``PortfolioMeter.record`` never raises, and it runs before
+any cap is checked. The spend file is our own accounting state: a corrupt one is an error, never
+zero, because reading it as zero would give back budget already spent.
+
+Never does: choose projects, retry a refused call, or read the clock (``write_spend`` takes its
+stamp). ``budget_stop`` is its own field, never a ``stop_reason``: a goal stop is success, a budget
+stop is resource exhaustion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
+
+from agent_framework import ChatContext, ChatMiddleware, ChatResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from portfolio_optimiser._atomic import publish_text
+
+__all__ = [
+    "Budget",
+    "BudgetExceeded",
+    "BudgetMiddleware",
+    "BudgetRefused",
+    "PortfolioBudget",
+    "PortfolioMeter",
+    "PortfolioOutcome",
+    "RunReport",
+    "Spend",
+    "SpendFileError",
+    "SpendRun",
+    "TokenMeter",
+    "estimate_tokens",
+    "read_spend",
+    "run_waves",
+    "write_spend",
+]
+
+Which: TypeAlias = Literal["run_tokens", "portfolio_tokens", "call_tokens", "max_rounds"]
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+class BudgetExceeded(Exception):
+    """A cap was reached; ``str(exc)`` is one sentence and ``which`` names the cap."""
+
+    def __init__(self, message: str, *, which: Which) -> None:
+        super().__init__(message)
+        self.which: Which = which
+
+
+class BudgetRefused(BudgetExceeded):
+    """The portfolio remainder cannot fund one run, so the pass does not start."""
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token: a deterministic stand-in for a tokenizer."""
+    return (len(text) + 3) // 4
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The caps of one run. ``call_tokens`` bounds one model call, input plus output."""
+
+    run_tokens: int
+    call_tokens: int
+    max_rounds: int
+
+    def __post_init__(self) -> None:
+        # Caps are required at start-up: a zero or negative cap is a configuration mistake.
+        for name in ("run_tokens", "call_tokens", "max_rounds"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"budget {name} must be a positive int, got {getattr(self, name)}")
+
+
+class TokenMeter:
+    """What one run has used; ``charge`` records, ``check`` and ``tick_round`` enforce."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.rounds = 0
+
+    @property
+    def used(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.budget.run_tokens - self.used)
+
+    def charge(self, input_tokens: int, output_tokens: int) -> None:
+        self.input_tokens += max(0, input_tokens)
+        self.output_tokens += max(0, output_tokens)
+
+    def check(self) -> None:
+        if self.used > self.budget.run_tokens:
+            raise BudgetExceeded(
+                f"the run used {self.used} tokens, over its cap of {self.budget.run_tokens}",
+                which="run_tokens",
+            )
+
+    def tick_round(self) -> None:
+        self.rounds += 1
+        if self.rounds > self.budget.max_rounds:
+            raise BudgetExceeded(
+                f"the run reached round {self.rounds}, past its cap of {self.budget.max_rounds}",
+                which="max_rounds",
+            )
+
+
+@dataclass(frozen=True)
+class PortfolioBudget:
+    """The global cap, and the claim each run reserves at admission (its ``run_tokens``)."""
+
+    total_tokens: int
+    per_run_claim: int
+
+    def __post_init__(self) -> None:
+        if self.total_tokens < 0 or self.per_run_claim <= 0:
+            raise ValueError(
+                "portfolio total_tokens must be >= 0 and per_run_claim > 0, got "
+                f"{self.total_tokens} and {self.per_run_claim}"
+            )
+
+
+class PortfolioMeter:
+    """The one ledger over a portfolio pass, seeded with what earlier passes spent."""
+
+    def __init__(self, budget: PortfolioBudget, spent: int = 0) -> None:
+        self.budget = budget
+        self.spent = spent
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.budget.total_tokens - self.spent)
+
+    def record(self, tokens: int) -> None:
+        # Never raises: tokens the provider billed must land even when they break a cap. A
+        # negative count (a provider bug) must not give budget back.
+        self.spent += max(0, tokens)
+
+    def check(self) -> None:
+        if self.spent > self.budget.total_tokens:
+            raise BudgetExceeded(
+                f"the portfolio spent {self.spent} tokens, over its cap of "
+                f"{self.budget.total_tokens}",
+                which="portfolio_tokens",
+            )
+
+    def can_fund(self, claims: int) -> bool:
+        """Whether the remainder covers ``claims`` runs' claims."""
+        return self.remaining >= claims * self.budget.per_run_claim
+
+    def refuse_if_unfundable(self) -> None:
+        if not self.can_fund(1):
+            raise BudgetRefused(
+                f"the portfolio has {self.remaining} of {self.budget.total_tokens} tokens left, "
+                f"less than one run's claim of {self.budget.per_run_claim}: raise the portfolio "
+                "cap to run more projects",
+                which="portfolio_tokens",
+            )
+
+    def admit_wave(self, projects: Sequence[T], reserved: int = 0) -> tuple[list[T], list[T]]:
+        """Split ``projects`` into (admitted, deferred); ``reserved`` tokens are already claimed.
+
+        Every member is checked against the same pre-wave remainder, so each admission reserves
+        its claim before the next member is looked at.
+        """
+        available = self.remaining - reserved
+        admitted: list[T] = []
+        deferred: list[T] = []
+        for project in projects:
+            if available >= self.budget.per_run_claim:
+                admitted.append(project)
+                available -= self.budget.per_run_claim
+            else:
+                deferred.append(project)
+        return admitted, deferred
+
+
+class BudgetMiddleware(ChatMiddleware):
+    """Chat middleware (runs once per model call): refuse before, charge after.
+
+    Put one instance per run on the agents of that run; the portfolio meter may be shared.
+    """
+
+    def __init__(
+        self,
+        meter: TokenMeter,
+        portfolio: PortfolioMeter | None = None,
+        *,
+        estimate_tokens: Callable[[str], int] = estimate_tokens,
+    ) -> None:
+        self.meter = meter
+        self.portfolio = portfolio
+        self.estimate_tokens = estimate_tokens
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        options: Mapping[str, Any] = context.options or {}
+        input_estimate = self.estimate_tokens(_prompt_text(context, options))
+        max_output = int(options.get("max_tokens") or self.meter.budget.call_tokens // 4)
+        self._refuse_unaffordable(input_estimate + max_output)
+        if context.stream:
+            # Usage is only known once the stream is consumed; the hook sees the final response.
+            context.stream_result_hooks.append(lambda final: self._charge(final, input_estimate))
+        await call_next()
+        if not context.stream and isinstance(context.result, ChatResponse):
+            self._charge(context.result, input_estimate)
+
+    def _refuse_unaffordable(self, estimate: int) -> None:
+        call_cap = self.meter.budget.call_tokens
+        if estimate > call_cap:
+            raise BudgetExceeded(
+                f"this call may use about {estimate} tokens, over the per-call cap of {call_cap}",
+                which="call_tokens",
+            )
+        if estimate > self.meter.remaining:
+            raise BudgetExceeded(
+                f"this call may use about {estimate} tokens but the run has "
+                f"{self.meter.remaining} left",
+                which="run_tokens",
+            )
+        if self.portfolio is not None and estimate > self.portfolio.remaining:
+            raise BudgetExceeded(
+                f"this call may use about {estimate} tokens but the portfolio has "
+                f"{self.portfolio.remaining} left",
+                which="portfolio_tokens",
+            )
+
+    def _charge(self, response: ChatResponse[Any], input_estimate: int) -> None:
+        usage = response.usage_details or {}
+        input_tokens = int(usage.get("input_token_count") or 0)
+        output_tokens = int(usage.get("output_token_count") or 0)
+        if not usage:
+            # A provider that reports no usage must not make its calls free.
+            input_tokens = input_estimate
+            output_tokens = self.estimate_tokens(response.text or "")
+        if self.portfolio is not None:
+            # First: the ledger gets billed tokens even when this charge breaks the run cap.
+            self.portfolio.record(input_tokens + output_tokens)
+        self.meter.charge(input_tokens, output_tokens)
+        self.meter.check()
+        if self.portfolio is not None:
+            self.portfolio.check()
+
+
+def _prompt_text(context: ChatContext, options: Mapping[str, Any]) -> str:
+    # Agent instructions travel in options and the client prepends them, so they are input too.
+    instructions = options.get("instructions")
+    parts = [instructions] if isinstance(instructions, str) and instructions else []
+    parts += [message.text or "" for message in context.messages]
+    return "\n".join(parts)
+
+
+class SpendFileError(Exception):
+    """The spend file exists but is not a ledger we wrote; ``str(exc)`` names file and fix."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(
+            f"{path}: the spend file {problem}; it is the portfolio's token ledger and is never "
+            "read as zero, so restore it from a backup or repair it by hand"
+        )
+        self.path = path
+
+
+class SpendRun(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    run_id: str
+    project_id: str
+    tokens: int = Field(ge=0)
+    budget_stop: str | None = None
+
+
+class Spend(BaseModel):
+    """What every pass so far has spent; ``stamp`` is the caller's time of the last write."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    # Every field is required: a file of "{}" read as a fresh ledger would be corrupt as zero.
+    schema_version: Literal[1]
+    spent_tokens: int = Field(ge=0)
+    runs: tuple[SpendRun, ...]
+    stamp: str
+
+    @classmethod
+    def empty(cls) -> Spend:
+        """The ledger before the first pass."""
+        return cls(schema_version=1, spent_tokens=0, runs=(), stamp="")
+
+    @model_validator(mode="after")
+    def _covers_its_runs(self) -> Spend:
+        # A total below its own runs means budget was handed back by an edit.
+        runs_total = sum(run.tokens for run in self.runs)
+        if self.spent_tokens < runs_total:
+            raise ValueError(f"spent_tokens {self.spent_tokens} is below its runs' {runs_total}")
+        return self
+
+    def add_run(
+        self, *, run_id: str, project_id: str, tokens: int, budget_stop: str | None = None
+    ) -> Spend:
+        run = SpendRun(run_id=run_id, project_id=project_id, tokens=tokens, budget_stop=budget_stop)
+        return self.model_copy(
+            update={"spent_tokens": self.spent_tokens + tokens, "runs": (*self.runs, run)}
+        )
+
+
+def read_spend(path: Path) -> Spend:
+    """The ledger at ``path``; a missing file is a fresh ledger, anything unreadable an error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Spend.empty()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpendFileError(path, f"cannot be read ({exc})") from exc
+    try:
+        json.loads(text)  # for the line and column of a syntax error
+    except json.JSONDecodeError as exc:
+        raise SpendFileError(
+            path, f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from exc
+    try:
+        # Strict JSON mode: "12" is not a token count and true is not 1.
+        return Spend.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "top level"
+        raise SpendFileError(path, f"is not a valid ledger at {where}: {first['msg']}") from exc
+
+
+def write_spend(path: Path, spend: Spend, *, stamp: str) -> Spend:
+    """Publish ``spend`` atomically under ``stamp``; the same input always gives the same bytes."""
+    stamped = spend.model_copy(update={"stamp": stamp})
+    text = json.dumps(stamped.model_dump(mode="json"), sort_keys=True, indent=2) + "\n"
+    publish_text(path, text)
+    return stamped
+
+
+class RunReport(Protocol):
+    """What ``run_waves`` needs back from one run."""
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def budget_stop(self) -> str | None: ...
+
+
+R = TypeVar("R", bound=RunReport)
+
+
+@dataclass(frozen=True)
+class PortfolioOutcome(Generic[P, R]):
+    """A pass's result. ``never_started`` projects wait for budget; they have not failed."""
+
+    completed: tuple[R, ...]
+    never_started: tuple[P, ...] = ()
+    budget_stop: Literal["portfolio_tokens"] | None = None
+    stopped_early: bool = False
+    spent_tokens: int = field(default=0)
+
+
+async def run_waves(
+    projects: Sequence[P],
+    run_one: Callable[[P], Awaitable[R]],
+    *,
+    meter: PortfolioMeter | None = None,
+    meter_factory: Callable[[], PortfolioMeter] | None = None,
+    concurrency: int,
+) -> PortfolioOutcome[P, R]:
+    """Run ``projects`` in admitted waves of up to ``concurrency``; stop when one cannot be funded.
+
+    Give exactly one of ``meter`` (the ledger, seeded from the spend file) or ``meter_factory``.
+    Both together would give a pass that looks capped by ``meter`` while a fresh, unbound meter
+    does the counting.
+    """
+    if meter is not None and meter_factory is not None:
+        raise ValueError("run_waves takes meter or meter_factory, not both")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if meter is None:
+        if meter_factory is None:
+            raise ValueError("run_waves needs a meter or a meter_factory: budgets are required")
+        meter = meter_factory()
+    ledger = meter
+    ledger.refuse_if_unfundable()
+    pending = list(projects)
+    completed: list[R] = []
+    while pending:
+        admitted, deferred = ledger.admit_wave(pending[:concurrency])
+        if not admitted:
+            return PortfolioOutcome(
+                completed=tuple(completed),
+                never_started=tuple(pending),
+                budget_stop="portfolio_tokens",
+                stopped_early=True,
+                spent_tokens=ledger.spent,
+            )
+        before = ledger.spent
+        results = await asyncio.gather(*(run_one(project) for project in admitted))
+        # Runs whose BudgetMiddleware shares this ledger have recorded each call already; a run
+        # that does not is recorded here. Topping up to what the runs report counts each token once.
+        reported = sum(result.tokens for result in results)
+        ledger.record(reported - (ledger.spent - before))
+        completed.extend(results)
+        pending = deferred + pending[concurrency:]
+    return PortfolioOutcome(completed=tuple(completed), spent_tokens=ledger.spent)

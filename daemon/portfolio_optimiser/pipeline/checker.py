@@ -1,0 +1,110 @@
+"""Maker-checker: a MAF group chat per candidate that checks the reasoning behind its numbers.
+
+Decides: the checker's outcome for one candidate and one checker advisor. A fresh workflow is built
+for every candidate (a reused workflow keeps the orchestrator's history and round counter), the
+speakers alternate round-robin (maker first), ``max_rounds`` bounds it, and it ends as soon as the
+checker writes its ``VERDICT:`` line. Every participant turn is captured (``output_from="all"``),
+because the verdict lives in the checker's turn and the default output is only the orchestrator's
+closing message. An explicit ``VERDICT: REJECT — reason`` blocks the candidate; no verdict line
+fails open (``no_verdict``). The validator's decision is never touched here: the two falsifiers
+are reported apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_framework import Agent, Message
+from agent_framework.orchestrations import GroupChatBuilder, GroupChatState
+from pydantic import BaseModel, ConfigDict
+
+from .prompts import CHECKER_INSTRUCTIONS, MAKER_INSTRUCTIONS
+
+__all__ = ["CheckerOutcome", "Turn", "ask_checker", "parse_verdict_line"]
+
+MAKER, CHECKER = "maker", "checker"
+_VERDICT = re.compile(
+    r"^\s*\**VERDICT:\s*(APPROVE|REJECT)\b\**\s*(?:[—–:-]+\s*)?(.*?)\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+class CheckerOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    outcome: Literal["approved", "rejected", "no_verdict", "not_run"]
+    reason: str | None = None
+    advisors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Turn:
+    author: str
+    text: str
+
+
+def parse_verdict_line(text: str) -> tuple[str | None, str | None]:
+    """The last ``VERDICT:`` line of a turn: ("approve" | "reject" | None, reason)."""
+    matches = list(_VERDICT.finditer(text))
+    if not matches:
+        return None, None
+    last = matches[-1]
+    return last.group(1).lower(), (last.group(2) or None)
+
+
+def _round_robin(state: GroupChatState) -> str:
+    names = list(state.participants)
+    return names[state.current_round % len(names)]
+
+
+async def ask_checker(
+    *, maker_client: Any, checker_client: Any, task: str, max_rounds: int
+) -> tuple[str | None, str | None, list[Turn]]:
+    """Run one maker-checker debate; return (verdict, reason, every turn in order)."""
+    maker = Agent(client=maker_client, name=MAKER, instructions=MAKER_INSTRUCTIONS)
+    checker = Agent(client=checker_client, name=CHECKER, instructions=CHECKER_INSTRUCTIONS)
+
+    def checker_has_spoken(conversation: list[Message]) -> bool:
+        last = conversation[-1] if conversation else None
+        return bool(
+            last is not None
+            and last.author_name == CHECKER
+            and parse_verdict_line(last.text or "")[0]
+        )
+
+    workflow = GroupChatBuilder(
+        participants=[maker, checker],
+        selection_func=_round_robin,
+        orchestrator_name="moderator",
+        termination_condition=checker_has_spoken,
+        max_rounds=max_rounds,
+        output_from="all",
+    ).build()
+    result = await workflow.run(task)
+    turns = [_turn(output) for output in result.get_outputs()]
+    turns = [t for t in turns if t.author in {MAKER, CHECKER}]
+    verdict, reason = None, None
+    for turn in reversed(turns):
+        if turn.author == CHECKER:
+            verdict, reason = parse_verdict_line(turn.text)
+            if verdict:
+                break
+    return verdict, reason, turns
+
+
+def _turn(output: Any) -> Turn:
+    messages: Sequence[Message] = getattr(output, "messages", None) or []
+    author = (
+        next((m.author_name for m in messages if m.author_name), None)
+        or getattr(output, "author_name", "")
+        or ""
+    )
+    text = (
+        "\n".join(m.text or "" for m in messages)
+        if messages
+        else str(getattr(output, "text", output))
+    )
+    return Turn(author=author, text=text)

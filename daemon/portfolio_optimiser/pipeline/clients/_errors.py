@@ -1,0 +1,293 @@
+"""The failure edge every model adapter shares: foreign exceptions become the transport's typed errors.
+
+One table, built lazily from the SDKs' exception classes, maps what a client library raises to
+what the caller does next (``reasoning.transport``). The most specific entry wins: the lookup walks
+the exception's own class hierarchy, so ``APITimeoutError`` is a timeout although it is also an
+``APIConnectionError``. MAF's chat clients wrap every SDK failure in their own exception
+(``ChatClientException``, raised ``from`` the SDK error); the wrapper is looked through to the
+cause. Anything the table does not know is re-raised untouched, and every translation is
+``raise mapped(...) from exc`` so the original stays on the chain.
+
+| raised (openai SDK unless said) | becomes |
+|---|---|
+| APITimeoutError, builtin TimeoutError | AdvisorTimeout |
+| RateLimitError (429) | AdvisorRateLimited, retry_after_s from Retry-After (seconds or HTTP date) |
+| AuthenticationError (401), PermissionDeniedError (403) | AdvisorAuthFailed |
+| InternalServerError (5xx), APIConnectionError, builtin ConnectionError | AdvisorUnavailable |
+| APIResponseValidationError, JSONDecodeError, pydantic ValidationError | MalformedAnswer |
+| any other APIStatusError | by its status code (408 timeout, else AdvisorError) |
+| any other APIError | AdvisorError |
+
+An adapter whose SDK raises other classes passes them as ``extra`` entries (one small table of
+its own, loaded lazily too). ``ChatTransport`` is the one exchange all chat-client adapters run:
+the deadline, the empty answer and the parse into an :class:`Answer` happen here, once.
+
+Never reads a credential and never retries: a failure is reported once, as it happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import importlib
+import inspect
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any, Final, Literal, TypeAlias
+
+from agent_framework import Message, SupportsChatGetResponse
+from agent_framework.exceptions import AgentFrameworkException
+
+from portfolio_optimiser.reasoning.catalogue import Advisor
+from portfolio_optimiser.reasoning.records import Usage
+from portfolio_optimiser.reasoning.transport import (
+    AdvisorAuthFailed,
+    AdvisorError,
+    AdvisorRateLimited,
+    AdvisorTimeout,
+    AdvisorUnavailable,
+    Answer,
+    EmptyAnswer,
+    MalformedAnswer,
+    Question,
+    parse_answer,
+)
+
+__all__ = [
+    "BY_STATUS",
+    "ChatTransport",
+    "ErrorTable",
+    "ExtraErrors",
+    "map_sdk_errors",
+    "optional_attr",
+    "parse_retry_after",
+    "timeout_s",
+    "translate",
+]
+
+BY_STATUS: Final = "by_status"
+"""A table target: classify by the exception's HTTP ``status_code`` (see :func:`_by_status`)."""
+
+Target: TypeAlias = type[AdvisorError] | Literal["by_status"]
+ErrorTable: TypeAlias = Mapping[type[BaseException], Target]
+ExtraErrors: TypeAlias = "ErrorTable | Callable[[], ErrorTable] | None"
+"""An adapter's own entries, or a function that loads them (called only when something failed)."""
+
+DEFAULT_TIMEOUT_S: Final = 60.0
+_MAX_UNWRAP: Final = 8
+
+
+@cache
+def _sdk_table() -> dict[type[BaseException], Target]:
+    """The shared table. Built on first use, so importing an adapter costs no SDK import."""
+    import pydantic
+
+    table: dict[type[BaseException], Target] = {
+        TimeoutError: AdvisorTimeout,
+        ConnectionError: AdvisorUnavailable,
+        json.JSONDecodeError: MalformedAnswer,
+        pydantic.ValidationError: MalformedAnswer,
+    }
+    try:
+        import openai
+    except ImportError:  # an install without the OpenAI SDK still maps the rest
+        return table
+    table.update(
+        {
+            openai.APITimeoutError: AdvisorTimeout,
+            openai.RateLimitError: AdvisorRateLimited,
+            openai.AuthenticationError: AdvisorAuthFailed,
+            openai.PermissionDeniedError: AdvisorAuthFailed,
+            openai.InternalServerError: AdvisorUnavailable,
+            openai.APIConnectionError: AdvisorUnavailable,
+            openai.APIResponseValidationError: MalformedAnswer,
+            openai.APIStatusError: BY_STATUS,
+            openai.APIError: AdvisorError,
+        }
+    )
+    return table
+
+
+def _by_status(exc: BaseException) -> type[AdvisorError]:
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        return AdvisorError
+    if status in (401, 403):
+        return AdvisorAuthFailed
+    if status == 408:
+        return AdvisorTimeout
+    if status == 429:
+        return AdvisorRateLimited
+    if status >= 500:
+        return AdvisorUnavailable
+    return AdvisorError
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP date; else None."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return max(0.0, float(value.strip()))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _retry_after_of(exc: BaseException) -> float | None:
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(milliseconds) / 1000)
+    raw = headers.get("retry-after")
+    return parse_retry_after(raw if isinstance(raw, str) else None)
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """Look through MAF's wrapper exceptions to the library error that caused them."""
+    current = exc
+    for _ in range(_MAX_UNWRAP):
+        if not isinstance(current, AgentFrameworkException):
+            break
+        inner = current.__cause__ or next(
+            (a for a in current.args if isinstance(a, BaseException)), None
+        )
+        if inner is None:
+            break
+        current = inner
+    return current
+
+
+def _describe(cause: BaseException) -> str:
+    text = " ".join(str(cause).split()) or "no detail"
+    return f"{type(cause).__name__}: {text}"
+
+
+def _load(extra: ExtraErrors) -> ErrorTable:
+    if not callable(extra):
+        return extra or {}
+    try:
+        return extra()
+    except ImportError:  # the adapter's SDK is absent, so none of its classes can have been raised
+        return {}
+
+
+def translate(
+    advisor_id: str, exc: BaseException, extra: ExtraErrors = None
+) -> AdvisorError | None:
+    """The typed error for ``exc``, or None when no table entry matches it."""
+    if isinstance(exc, AdvisorError):
+        return None
+    cause = _unwrap(exc)
+    table = {**_sdk_table(), **_load(extra)}
+    target = next((table[c] for c in type(cause).__mro__ if c in table), None)
+    if target is None:
+        return None
+    mapped = _by_status(cause) if target == BY_STATUS else target
+    assert not isinstance(mapped, str)
+    message = _describe(cause)
+    if issubclass(mapped, AdvisorRateLimited):
+        return mapped(advisor_id, message, retry_after_s=_retry_after_of(cause))
+    return mapped(advisor_id, message)
+
+
+@contextmanager
+def map_sdk_errors(advisor_id: str, extra: ExtraErrors = None) -> Iterator[None]:
+    """Translate what a client library raises in the block; also usable around ``await``."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = translate(advisor_id, exc, extra)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+def optional_attr(module: str, name: str, *, advisor_id: str, install: str) -> Any:
+    """``module.name`` from an optional package, or AdvisorUnavailable saying what to install."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise AdvisorUnavailable(
+            advisor_id,
+            f"{module}.{name} is not installed ({exc}); install {install} "
+            f"(`uv add {install}` or `pip install {install}`)",
+        ) from None
+
+
+def timeout_s(advisor: Advisor) -> float:
+    """The client's own per-request timeout: ``options.timeout_seconds``, else 60 s."""
+    value = advisor.options.get("timeout_seconds")
+    return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_TIMEOUT_S
+
+
+async def _release(client: object) -> None:
+    """Close the SDK client a MAF chat client holds (``.client``), if it can be closed."""
+    close = getattr(getattr(client, "client", None), "close", None)
+    if not callable(close):
+        return
+    with contextlib.suppress(Exception):
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+
+
+class ChatTransport:
+    """An advisor reached through a MAF chat client, built afresh for every exchange.
+
+    A fresh client per exchange keeps no connection across event loops and closes what it opened.
+    """
+
+    def __init__(
+        self,
+        advisor: Advisor,
+        build: Callable[[], SupportsChatGetResponse[Any]],
+        *,
+        errors: ExtraErrors = None,
+    ) -> None:
+        self.advisor = advisor
+        self.build = build
+        self.errors = errors
+
+    async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
+        advisor_id = self.advisor.id
+        with map_sdk_errors(advisor_id, self.errors):
+            client = self.build()
+            try:
+                response = await asyncio.wait_for(
+                    client.get_response(_user(question.text())), timeout=deadline_s
+                )
+            except TimeoutError:
+                raise AdvisorTimeout(advisor_id, f"no answer within {deadline_s:g} s") from None
+            finally:
+                await _release(client)
+        text = response.text or ""
+        if not text.strip():
+            reason = response.finish_reason or "none given"
+            raise EmptyAnswer(advisor_id, f"the model returned no text (finish reason: {reason})")
+        usage = response.usage_details or {}
+        return parse_answer(
+            advisor_id,
+            text,
+            Usage(
+                input_tokens=int(usage.get("input_token_count") or 0),
+                output_tokens=int(usage.get("output_token_count") or 0),
+            ),
+        )
+
+
+def _user(text: str) -> Sequence[Message]:
+    return [Message(role="user", contents=[text])]

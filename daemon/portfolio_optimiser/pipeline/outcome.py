@@ -1,0 +1,57 @@
+"""The typed result of one project run, as ``run_project`` returns it and the outputs are written from."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from portfolio_optimiser.context.decisions import Decision
+from portfolio_optimiser.context.models import Candidate
+
+from .checker import CheckerOutcome
+
+__all__ = ["CandidateRun", "RunResult", "StopReason"]
+
+StopReason = Literal[
+    "proposer_done", "max_attempts", "max_candidates", "local_rules", "no_candidates", "timeout"
+]
+
+
+class CandidateRun(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    candidate: Candidate
+    validator: Decision
+    """The deterministic validator's decision, and only the validator's."""
+    checker: CheckerOutcome
+    """The maker-checker outcome, kept apart from the validator's decision."""
+    attempt: int
+    materiality: str
+    assessment: str | None = None
+    plan_outcome: str | None = None
+    conclusion: str | None = None
+    disagreement: str | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return self.validator.outcome == "rejected" or self.checker.outcome == "rejected"
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    project_id: str
+    run_id: str
+    task: str
+    ran_locally: bool
+    proposer: str | None
+    candidates: tuple[CandidateRun, ...]
+    stop_reason: StopReason
+    budget_stop: str | None = None
+    """Set when a budget cap ended the run; never folded into stop_reason."""
+    tokens: dict[str, int] = Field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
+    attempts: int = 0
+    hypothesis_prompts: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()

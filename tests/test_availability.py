@@ -197,15 +197,7 @@ def test_a_failure_after_recovery_reopens_the_circuit_with_a_new_cooldown(
     assert state_of(history, now=at(retried_at + FAILURE_COOLDOWN_S)).recovering
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "availability.py `_state`: the docstring says a recovering advisor's next answer 'opens "
-        "[the circuit] again (another failure)', but after an auth_failed or rate_limited cooldown "
-        "one timeout only yields AVAILABLE, recovering=False, circuit=None ('one timeout since "
-        "its last answer'), because the transient run stops at the auth/rate outcome"
-    ),
-)
+@pytest.mark.loadbearing
 @pytest.mark.parametrize("opener", [S.AUTH_FAILED, S.RATE_LIMITED])
 def test_a_failure_after_any_recovery_reopens_the_circuit(opener: ConsultationStatus) -> None:
     retried_at = AUTH_COOLDOWN_S + 5
@@ -268,18 +260,12 @@ def test_a_rate_limit_without_retry_after_holds_the_advisor_for_the_default_cool
     assert after.recovering
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "availability.py `_state`: `newest.retry_after_s or RATE_LIMIT_COOLDOWN_S` treats a "
-        "retry-after of 0 s (allowed: ConsultationInput.retry_after_seconds has ge=0) as absent, "
-        "so the advisor is held for 900 s instead of 'its retry-after' (0 s)"
-    ),
-)
+@pytest.mark.loadbearing
 def test_a_rate_limit_with_a_zero_retry_after_may_be_retried_at_once() -> None:
-    state = state_of([outcome(S.RATE_LIMITED, 0, retry_after_s=0)], now=at(1))
+    state = state_of([outcome(S.RATE_LIMITED, 0, retry_after_s=0)], now=at(0))
 
     assert state.status is AdvisorStatus.AVAILABLE
+    assert state.recovering
 
 
 # --- outcomes that never count ---------------------------------------------------------------------
@@ -508,18 +494,23 @@ def test_states_come_one_per_advisor_in_declaration_order() -> None:
     assert [s.advisor for s in derive(advisors)] == ["z", "a", "m"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "availability.py `_state`: outcomes with equal `at` are ordered by their position in the "
-        "history (stable sort), so which is 'newest' depends on input order; the store sorts by "
-        "(recorded_at, task, seq), so for records minted at the same instant the task name decides"
-    ),
-)
+@pytest.mark.loadbearing
 def test_outcomes_at_the_same_instant_do_not_depend_on_input_order() -> None:
     history = [outcome(S.COMPLETED, 10), outcome(S.TIMEOUT, 10), outcome(S.TIMEOUT, 10)]
 
     assert state_of(history, now=at(11)) == state_of(history[::-1], now=at(11))
+
+
+@pytest.mark.loadbearing
+def test_outcomes_at_the_same_instant_follow_their_position_in_the_store() -> None:
+    def ordered(*statuses: ConsultationStatus) -> list[Outcome]:
+        return [Outcome("a", s, at(10), order=i) for i, s in enumerate(statuses)]
+
+    closed = ordered(S.TIMEOUT, S.TIMEOUT, S.COMPLETED)
+    opened = ordered(S.COMPLETED, S.TIMEOUT, S.TIMEOUT)
+
+    assert state_of(closed[::-1], now=at(11)).status is AdvisorStatus.AVAILABLE
+    assert state_of(opened[::-1], now=at(11)).status is AdvisorStatus.TEMPORARILY_FAILED
 
 
 ALL_STATUSES = st.sampled_from(list(ConsultationStatus))
@@ -527,16 +518,17 @@ ALL_STATUSES = st.sampled_from(list(ConsultationStatus))
 
 @st.composite
 def histories(draw: st.DrawFn, statuses: st.SearchStrategy[ConsultationStatus]) -> list[Outcome]:
-    """Histories of two advisors at distinct instants, some with a retry-after."""
-    offsets = draw(st.lists(st.integers(0, 5000), unique=True, max_size=12))
+    """Histories of two advisors, some at the same instant, each at its own place in the store."""
+    offsets = draw(st.lists(st.integers(0, 5000) | st.sampled_from([0, 600, 900]), max_size=12))
     return [
         Outcome(
             advisor=draw(st.sampled_from(["a", "b"])),
             status=draw(statuses),
             at=at(offset),
-            retry_after_s=draw(st.one_of(st.none(), st.floats(1, 2000))),
+            retry_after_s=draw(st.one_of(st.none(), st.floats(0, 2000))),
+            order=position,
         )
-        for offset in offsets
+        for position, offset in enumerate(offsets)
     ]
 
 

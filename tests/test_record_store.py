@@ -384,12 +384,6 @@ def test_a_resolution_that_argues_by_head_count_is_refused(
     assert "head count" in sentence and repr(quoted) in sentence
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.py:344-348 _admit_resolution: the head-count refusal quotes the phrase but not "
-    "the field (`experiment` or `outcome`) it came from, although the module promises each "
-    "refusal names the rule and the field",
-)
 def test_the_head_count_refusal_names_the_field_that_carries_the_count(
     consulted: Consulted,
 ) -> None:
@@ -452,13 +446,6 @@ def test_an_authored_review_on_a_conclusion_is_refused_by_name(
     assert f"`{authored}`" in sentence and "computed" in sentence
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.py:197-198 parse_input only looks for authored review fields in a Mapping; a "
-    "StoredConclusion passed as the draft reaches _admit_conclusion (it is a ConclusionInput) and "
-    "store.py:421 StoredConclusion(**item.model_dump(), reviewed_by=...) raises TypeError "
-    "('got multiple values for keyword argument'), not a Refusal",
-)
 def test_an_authored_review_on_a_model_draft_is_refused_not_a_crash(consulted: Consulted) -> None:
     desk = consulted.desk
     draft = desk.conclusion(consulted.assessment, consulted.opposes, consulted.supports)
@@ -942,12 +929,6 @@ def test_a_private_key_with_its_body_is_refused_and_nothing_is_written(
     assert b"IBAAKCAQEA" not in everything_written(desk.root)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store.py:451-454 Store.record: a field that is only control characters passes "
-    "admission (min_length=1) but is empty after scrub(); the re-validation raises pydantic "
-    "ValidationError instead of a Refusal (the CLI would report an internal error, exit 70)",
-)
 def test_a_subject_that_is_only_control_characters_is_refused_not_a_crash(desk: Desk) -> None:
     desk.refused(AssessmentInput(subject="\x1b[2J\x07", materiality=Materiality.LOW))
 

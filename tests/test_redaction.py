@@ -157,25 +157,12 @@ def test_a_private_key_with_its_body_is_refused(text: str) -> None:
     assert KEY_BODY not in str(caught.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redaction.py:139-141 _KEY_BODY requires the base64 body to follow the header after "
-    "whitespace only; a key written JSON-escaped on one line (a service-account file: header, "
-    "then a literal backslash-n, then the body) is not refused, only its header is redacted and "
-    "the body is kept",
-)
 def test_a_json_escaped_private_key_is_refused() -> None:
     text = '{"private_key": "' + PRIVATE_KEY_HEADER + "\\n" + KEY_BODY + '\\n"}'
     with pytest.raises(RedactionRefused):
         scrub(text)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redaction.py:139-141 _KEY_BODY requires the base64 body right after the header; an "
-    "encrypted PEM key (Proc-Type/DEK-Info lines between header and body) is not refused, only "
-    "its header is redacted and the body is kept",
-)
 def test_an_encrypted_pem_private_key_is_refused() -> None:
     text = (
         "-----BEGIN RSA " + "PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
@@ -286,12 +273,6 @@ def test_scrub_never_lets_an_escape_through(text: str) -> None:
     assert ESC not in once and "\x9b" not in once
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="redaction.py:124 the aws-access-key-id shape ends in \\b and runs before the "
-    "google-api-key shape: an AWS key id glued to a Google key is left in the text on the first "
-    "pass and redacted only on a second, so scrub is not idempotent and the key id leaks",
-)
 def test_scrub_is_idempotent_for_secrets_written_side_by_side() -> None:
     glued = SAMPLES["aws-access-key-id"] + SAMPLES["google-api-key"]
     once = scrub(glued).text

@@ -395,12 +395,6 @@ def test_a_cancelled_consult_records_cancelled_consultations_and_goes_on_cancell
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport.py:267-277 consult catches only AdvisorError around load_transport; an "
-    "adapter module whose transport_for(advisor) raises anything else (here KeyError for a "
-    "missing option) escapes consult, the run crashes and no advisor's result is recorded",
-)
 def test_an_adapter_whose_factory_fails_is_an_error_outcome_not_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -422,12 +416,6 @@ def test_an_adapter_whose_factory_fails_is_an_error_outcome_not_a_crash(
     assert body(records[1]).status is ConsultationStatus.COMPLETED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transport.py:296-298/327 an exchange that returns None (an adapter bug) reaches "
-    "_consultation with neither answer nor error and fails `assert error is not None`; the "
-    "AssertionError escapes consult instead of being recorded as an error outcome",
-)
 def test_an_exchange_that_returns_nothing_is_an_error_outcome_not_a_crash(tmp_path: Path) -> None:
     records = run_consult(tmp_path, {"alpha": Fixed(None), "gamma": Fixed(answer())})
     assert body(records[0]).status is ConsultationStatus.ERROR

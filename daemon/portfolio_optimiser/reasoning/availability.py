@@ -96,6 +96,8 @@ class Outcome:
     status: ConsultationStatus
     at: datetime
     retry_after_s: float | None = None
+    order: int = 0
+    """Position in the store, so outcomes recorded at the same instant keep their order."""
 
 
 @dataclass(frozen=True)
@@ -174,47 +176,72 @@ def _state(advisor: Advisor, inputs: AvailabilityInputs) -> AdvisorState:
 
     counting = sorted(
         (o for o in inputs.history if o.advisor == advisor.id and o.status.counts_against_advisor),
-        key=lambda o: o.at,
-        reverse=True,
+        key=lambda o: (o.at, o.order, str(o.status)),
     )
-    if not counting or counting[0].status is ConsultationStatus.COMPLETED:
+    circuit, why = _replay(counting, inputs.cooldown_override_s)
+    if circuit is None:
+        return state(AdvisorStatus.AVAILABLE, why)
+    if inputs.now < circuit.until:
         return state(
-            AdvisorStatus.AVAILABLE,
-            "ready" if not counting else "its last answer closed the circuit",
+            _OPENED_AS[circuit.opened_by],
+            f"{why}; cooling down until {circuit.until.isoformat()}",
+            circuit=circuit,
         )
-    newest = counting[0]
-    failures = 0
-    for outcome in counting:
-        if outcome.status is ConsultationStatus.COMPLETED:
-            break
-        failures += 1
-    override = inputs.cooldown_override_s
-    if newest.status is ConsultationStatus.AUTH_FAILED:
-        status, cooldown = AdvisorStatus.AUTH_FAILED, AUTH_COOLDOWN_S
-        why = "the provider refused its credential"
-    elif newest.status is ConsultationStatus.RATE_LIMITED:
-        status, cooldown = AdvisorStatus.RATE_LIMITED, newest.retry_after_s or RATE_LIMIT_COOLDOWN_S
-        why = "the provider asked to slow down"
-    else:
-        transient_run = 0
-        for outcome in counting:
-            if not outcome.status.is_transient:
-                break
-            transient_run += 1
-        if transient_run < FAILURES_TO_OPEN:
-            return state(
-                AdvisorStatus.AVAILABLE,
-                f"one {newest.status} since its last answer; not enough to open the circuit",
-            )
-        status, cooldown = AdvisorStatus.TEMPORARILY_FAILED, FAILURE_COOLDOWN_S
-        why = f"{transient_run} consecutive failures ({newest.status})"
-    until = newest.at + timedelta(seconds=override if override is not None else cooldown)
-    circuit = Circuit(opened_by=newest.status, failures=failures, until=until)
-    if inputs.now < until:
-        return state(status, f"{why}; cooling down until {until.isoformat()}", circuit=circuit)
     return state(
         AdvisorStatus.AVAILABLE,
         f"recovering after {why}; its next answer closes or re-opens the circuit",
         recovering=True,
         circuit=circuit,
     )
+
+
+_OPENED_AS: Final = {
+    ConsultationStatus.AUTH_FAILED: AdvisorStatus.AUTH_FAILED,
+    ConsultationStatus.RATE_LIMITED: AdvisorStatus.RATE_LIMITED,
+    ConsultationStatus.TIMEOUT: AdvisorStatus.TEMPORARILY_FAILED,
+    ConsultationStatus.UNAVAILABLE: AdvisorStatus.TEMPORARILY_FAILED,
+    ConsultationStatus.ERROR: AdvisorStatus.TEMPORARILY_FAILED,
+}
+
+
+def _replay(outcomes: Sequence[Outcome], override_s: float | None) -> tuple[Circuit | None, str]:
+    """Replay the outcomes, oldest first, through the breaker; return the circuit left open, if any.
+
+    Closed: a completed answer keeps it closed; an auth failure or a rate limit opens it at once;
+    FAILURES_TO_OPEN transient failures in a row open it. Half-open (an outcome after the cooldown
+    ended): one failure of any kind opens it again.
+    """
+    circuit: Circuit | None = None
+    failures = transient_run = 0
+    why = "ready"
+    for outcome in outcomes:
+        half_open = circuit is not None and outcome.at >= circuit.until
+        if outcome.status is ConsultationStatus.COMPLETED:
+            circuit, failures, transient_run = None, 0, 0
+            why = "its last answer closed the circuit"
+            continue
+        failures += 1
+        transient_run = transient_run + 1 if outcome.status.is_transient else 0
+        if outcome.status is ConsultationStatus.AUTH_FAILED:
+            cooldown, reason = AUTH_COOLDOWN_S, "the provider refused its credential"
+        elif outcome.status is ConsultationStatus.RATE_LIMITED:
+            retry = outcome.retry_after_s
+            cooldown, reason = (
+                (retry if retry is not None else RATE_LIMIT_COOLDOWN_S),
+                "the provider asked to slow down",
+            )
+        elif half_open or transient_run >= FAILURES_TO_OPEN:
+            cooldown = FAILURE_COOLDOWN_S
+            reason = (
+                f"a {outcome.status} while recovering"
+                if half_open
+                else f"{transient_run} consecutive failures ({outcome.status})"
+            )
+        else:
+            if circuit is None:
+                why = f"one {outcome.status} since its last answer; not enough to open the circuit"
+            continue
+        until = outcome.at + timedelta(seconds=override_s if override_s is not None else cooldown)
+        if circuit is None or half_open or until >= circuit.until:
+            circuit, why = Circuit(opened_by=outcome.status, failures=failures, until=until), reason
+    return circuit, why

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -49,6 +49,7 @@ def admission_for(
     now: datetime,
     environ: Mapping[str, str] | None = None,
     presence: Presence | None = None,
+    clock: Callable[[], datetime] | None = None,
 ) -> Admission:
     """The admission context for this process: mode, catalogue, presence, switches, cooldowns."""
     environ = os.environ if environ is None else environ
@@ -63,6 +64,7 @@ def admission_for(
         presence=presence or Presence.of_this_machine(environ),
         disabled=disabled_from_env(environ),
         cooldown_override_s=cooldown_override(environ),
+        clock=clock,
     )
 
 

@@ -38,7 +38,7 @@ SECRET_SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ("openai-key", re.compile(r"sk-(?:proj-)?[A-Za-z0-9_-]{20,}")),
     ("github-pat", re.compile(r"github_pat_[A-Za-z0-9_]{20,}")),
     ("github-token", re.compile(r"gh[pousr]_[A-Za-z0-9_]{20,}")),
-    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}")),
     ("google-api-key", re.compile(r"AIza[0-9A-Za-z_-]{35}")),
     ("slack-token", re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")),
     ("stripe-key", re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{16,}")),
@@ -53,8 +53,10 @@ _ASSIGNMENT: Final = re.compile(
     r"(?P<value>[^\s\"',;]{8,})",
     re.IGNORECASE,
 )
+# A header followed, within a few lines, by key material: PEM armour lines, an encrypted key's
+# Proc-Type/DEK-Info headers, or a JSON-escaped "\n" before the body all count.
 _KEY_BODY: Final = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----\s*\n?\s*[A-Za-z0-9+/=]{16,}"
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\n|[A-Za-z-]+:[^\n]*)*[A-Za-z0-9+/=]{16,}"
 )
 
 

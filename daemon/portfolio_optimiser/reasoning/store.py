@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -97,6 +97,11 @@ class Admission:
     presence: Presence = field(default_factory=Presence)
     disabled: frozenset[str] = frozenset()
     cooldown_override_s: float | None = None
+    clock: Callable[[], datetime] | None = None
+    """The wall clock of a long-lived process; without one, ``now`` stands for every moment."""
+
+    def current(self) -> datetime:
+        return self.clock() if self.clock is not None else self.now
 
 
 def history(loaded: Loaded) -> list[Outcome]:
@@ -116,7 +121,7 @@ def availability_now(loaded: Loaded, ctx: Admission) -> list[Any]:
         ctx.catalogue,
         AvailabilityInputs(
             mode=ctx.mode.mode,
-            now=ctx.now,
+            now=ctx.current(),
             history=history(loaded),
             presence=ctx.presence,
             disabled=ctx.disabled,
@@ -194,6 +199,11 @@ def open_disagreements(loaded: Loaded, assessment_id: str) -> list[StoredRecord]
 
 def parse_input(draft: Any) -> Any:
     """A record input from a mapping; an authored review count is refused by name."""
+    if isinstance(draft, StoredConclusion | StoredPlan):
+        raise refuse(
+            f"a stored {draft.kind} is computed by the writer and cannot be authored; pass a "
+            f"{draft.kind} input instead"
+        )
     if not isinstance(draft, Mapping):
         return draft
     if draft.get("kind") == "conclusion":
@@ -340,11 +350,12 @@ def _admit_resolution(item: ResolutionInput, task: str, loaded: Loaded) -> Resol
         )
     if not item.evidence:
         raise refuse("a resolution rests on the evidence of its experiment: `evidence` is empty")
-    for text in (item.experiment, item.outcome):
-        if _HEAD_COUNT.search(text):
+    for field_name, text in (("experiment", item.experiment), ("outcome", item.outcome)):
+        counted = _HEAD_COUNT.search(text)
+        if counted:
             raise refuse(
                 "a disagreement is settled by an experiment, never by a count of who agrees: "
-                f"{_HEAD_COUNT.search(text).group(0)!r} argues by head count"  # type: ignore[union-attr]
+                f"`{field_name}` argues by head count ({counted.group(0)!r})"
             )
     if all(e.kind is EvidenceKind.PRIOR_EXTERNAL_OPINION for e in item.evidence):
         raise refuse(
@@ -451,7 +462,14 @@ class Store:
             clean = scrub_value(body.model_dump(mode="json"), kinds)
         except RedactionRefused as exc:
             raise refuse(str(exc)) from None
-        redacted_body: RecordBody = TypeAdapter(RecordBody).validate_python(clean)
+        try:
+            redacted_body: RecordBody = TypeAdapter(RecordBody).validate_python(clean)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"][1:]) or body.kind
+            raise refuse(
+                f"`{where}` of the {body.kind} is empty once control characters are removed; write text"
+            ) from None
         folder = self.root / task
         taken = (
             [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]-*.json")]
@@ -459,7 +477,7 @@ class Store:
             else []
         )
         seq = max(taken, default=0) + 1
-        now = ctx.now
+        now = ctx.current()
         while True:
             digest = hashlib.sha256(
                 json.dumps([task, seq, now.isoformat(), clean], sort_keys=True).encode()

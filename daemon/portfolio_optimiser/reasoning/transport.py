@@ -231,6 +231,10 @@ async def _ask(
         answer = await asyncio.wait_for(
             transport.exchange(question, deadline_s=deadline_s), timeout=deadline_s
         )
+        if not isinstance(answer, Answer):
+            raise AdvisorError(
+                advisor, f"its adapter returned {type(answer).__name__}, not an answer"
+            )
         return answer, None, int((time.monotonic() - started) * 1000)
     except AdvisorError as exc:
         return None, exc, int((time.monotonic() - started) * 1000)
@@ -275,6 +279,10 @@ async def consult(
             resolved[advisor_id] = load_transport(advisor)
         except AdvisorError as exc:
             resolved[advisor_id] = exc
+        except Exception as exc:  # an adapter that cannot even be built is that advisor's error
+            resolved[advisor_id] = AdvisorError(
+                advisor_id, f"its adapter failed to start: {type(exc).__name__}: {exc}"
+            )
 
     async def run(advisor_id: str) -> tuple[Answer | None, AdvisorError | None, int]:
         target = resolved[advisor_id]

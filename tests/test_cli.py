@@ -46,28 +46,31 @@ def tree(root: Path) -> dict[str, bytes]:
 # --- demo ---------------------------------------------------------------------------------------
 
 
-def test_demo_shows_every_example_project_and_says_what_is_not_built_yet(
+def test_demo_runs_every_example_project_and_says_what_it_proves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["demo"]) == 0
+    assert main(["demo", "--into", str(tmp_path / "demo")]) == 0
     out, err = capsys.readouterr()
     assert err == ""
     for bundle in EXAMPLE_BUNDLES:
         assert f"{load_ir_projections(bundle).id}: " in out
-    assert "Not built yet" in out
+    assert "in its hypothesis prompt: yes" in out
+    assert "Control (empty wiki): marker in its hypothesis prompt: no" in out
+    assert "not prove" in out
     assert "\x1b" not in out
 
 
-def test_demo_writes_nothing(
+def test_demo_leaves_the_commons_and_the_current_folder_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = tree(PORTFOLIO)
     monkeypatch.chdir(tmp_path)
-    assert main(["demo"]) == 0
-    assert list(tmp_path.iterdir()) == []
+    target = tmp_path / "demo"
+    assert main(["demo", "--into", str(target)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["demo"]
     assert tree(PORTFOLIO) == before
-    assert "Nothing was written" in capsys.readouterr().out
+    assert (target / "bundles" / "wiki" / "index.md").is_file()
 
 
 # --- check-verdict ------------------------------------------------------------------------------

@@ -54,9 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser(
-        "demo", help="run the example portfolio offline and show what the foundation checks"
+        "demo",
+        help="run the example portfolio offline twice, with a promoted expert verdict between the runs",
     )
     _common(demo, suppress=True)
+    demo.add_argument(
+        "--into",
+        type=Path,
+        metavar="DIR",
+        help="build the demo workspace here (default: a new temporary folder)",
+    )
     demo.set_defaults(handler=commands.demo)
 
     check_verdict = sub.add_parser(

@@ -16,7 +16,6 @@ from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.context.validator import validate_candidates
 from portfolio_optimiser.context.verdict import parse_verdict
-from portfolio_optimiser.resources import commons_dir
 
 __all__ = ["check_bundle", "check_verdict", "demo", "resolve_config"]
 
@@ -112,17 +111,14 @@ def check_bundle(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
+    """The embedded default, end to end and offline: see ``pipeline.simulation``."""
+    import asyncio
+    import tempfile
+
+    from portfolio_optimiser.pipeline.simulation import render_report, simulate
+
     config = resolve_config(args)
-    portfolio = commons_dir() / "examples" / "portfolio"
-    say("portfolio-optimiser demo: the deterministic foundation on the example portfolio, offline")
-    say()
-    for bundle in sorted(p for p in portfolio.iterdir() if p.is_dir()):
-        _check_one(bundle, config)
-        say()
-    say(
-        "Each kuttliste item above went through the deterministic validator (codes exist, saving above\n"
-        "zero and within the affected cost, arithmetic recomputed, no double counting, evidence inside\n"
-        "the bundle). Not built yet: the agent pipeline (proposer, maker-checker), the daemon that\n"
-        "watches inbox/, verdict processing and the learning loop. Nothing was written."
-    )
-    return 0
+    target: Path = args.into or Path(tempfile.mkdtemp(prefix="portfolio-optimiser-demo-"))
+    report = asyncio.run(simulate(target, config=config))
+    say(render_report(report))
+    return 0 if report.marker_reached_run_b and not report.marker_in_control else 1

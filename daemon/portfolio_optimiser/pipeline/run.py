@@ -50,7 +50,7 @@ from portfolio_optimiser.reasoning.records import (
     ValidationInput,
 )
 from portfolio_optimiser.reasoning.store import Admission, Store, availability_now
-from portfolio_optimiser.reasoning.transport import AdvisorError, AdvisorTimeout
+from portfolio_optimiser.reasoning.transport import AdvisorError, AdvisorTimeout, EmptyAnswer
 
 from .budget import Budget, BudgetExceeded, BudgetMiddleware, PortfolioMeter, TokenMeter
 from .checker import CheckerOutcome, ask_checker
@@ -584,7 +584,7 @@ async def _one_checker(
         client = run.client_factory(advisor, run.middleware)
         run.models.append(advisor.model)
         try:
-            verdict, reason, _turns = await asyncio.wait_for(
+            verdict, reason, turns = await asyncio.wait_for(
                 _mapped(
                     advisor,
                     ask_checker(
@@ -596,6 +596,8 @@ async def _one_checker(
                 ),
                 timeout=run.settings.consult_deadline_s,
             )
+            if not any(t.author == "checker" and t.text.strip() for t in turns):
+                raise EmptyAnswer(advisor_id, "the checker's turns were empty")
         except TimeoutError:
             raise AdvisorTimeout(
                 advisor_id, f"no verdict within {run.settings.consult_deadline_s:g} s"

@@ -1,0 +1,482 @@
+"""Benchmark of the pipeline against the issue's performance targets; prints a markdown table.
+
+``uv run python -m tests.bench.bench_pipeline [--quick]`` exits 1 when a target is missed. Every
+model is a loopback :class:`FakeLLMServer` in mode ``slow`` (a fixed delay, then a normal answer):
+the proposer's server answers a valid proposal, the checker's server ``VERDICT: APPROVE``. Nothing
+leaves 127.0.0.1 and no credential is read.
+
+| measure | how |
+|---|---|
+| overhead | one project run (5 model calls) with the model answering in 200 ms; overhead is wall time minus the time the fakes spent waiting, over wall time |
+| throughput | N copies of the bundle (distinct project ids) through ``run_portfolio`` at concurrency 4 and at 1, each pass on a fresh reasoning store |
+| prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |
+| reuse | the same project run twice on one reasoning store; the second run's consultations and checker requests |
+
+``--quick`` shrinks the throughput and reuse passes (fewer projects, a 50 ms model) and the prompt
+bundle so the whole benchmark runs in a few seconds; the overhead measure keeps its 200 ms model
+(at 50 ms the fixed per-run cost would be measured against a model four times faster than the
+target assumes), and only the speedup target is relaxed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from portfolio_optimiser.context.navigate import navigate_bundle
+from portfolio_optimiser.context.render import render_context
+from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.pipeline.budget import Budget, Spend, estimate_tokens
+from portfolio_optimiser.pipeline.outcome import RunResult
+from portfolio_optimiser.pipeline.portfolio import run_portfolio
+from portfolio_optimiser.pipeline.run import ReasoningSession, RunSettings, run_project
+from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
+from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
+from portfolio_optimiser.reasoning.records import ConsultationInput
+from portfolio_optimiser.reasoning.store import Admission, Store
+from tests.fakes.llm_server import FakeLLMServer
+
+__all__ = ["FULL", "QUICK", "Row", "Scale", "main", "run_benchmark"]
+
+HEADER: Final = "| measure | target | measured | ok |"
+CONTEXT_CHARS: Final = 24_000
+MODEL_DELAY_S: Final = 0.2
+"""The target's model: every answer takes 200 ms."""
+OVERHEAD_TARGET: Final = 0.05
+PROMPT_TARGET: Final = 0.25
+CONCURRENCY: Final = 4
+NOW: Final = datetime(2026, 11, 30, 12, tzinfo=UTC)
+
+SETTINGS: Final = RunSettings(max_attempts=3, max_rounds=4, max_candidates=8, run_timeout_s=900)
+BUDGET: Final = Budget(run_tokens=60_000, call_tokens=8_000, max_rounds=16)
+
+# The small project: five cost lines (50 000 000 NOK) and two kuttliste items.
+COST_LINES: Final = (
+    ("02.1", "Grunnarbeid", 9_000_000),
+    ("02.2", "Bæresystemer", 14_000_000),
+    ("02.3", "Yttervegger", 12_000_000),
+    ("02.4", "Innervegger", 7_000_000),
+    ("02.5", "Dekker", 8_000_000),
+)
+MEASURES: Final = (
+    # id, title, measure type, code, saving (NOK), quantity, unit price
+    (
+        "k-01",
+        "Standard windows instead of custom sizes",
+        "standardisation",
+        "02.3",
+        1_200_000,
+        600,
+        2_000,
+    ),
+    ("k-02", "Lighter interior partitions", "simplification", "02.4", 600_000, 400, 1_500),
+)
+
+
+def _cost_file(code: str) -> str:
+    return f"cost/{code}.md"
+
+
+def _measure_file(measure_id: str) -> str:
+    return f"kuttliste/{measure_id}.md"
+
+
+PROPOSAL: Final = (
+    '{"candidates": ['
+    + ", ".join(
+        f'{{"title": "{title}", "affected_codes": ["{code}"], "measure_type": "{kind}", '
+        f'"claimed_saving_nok": {saving}, "quantity": {quantity}, "unit": "m2", '
+        f'"unit_price_nok": {price}, "rationale": "the kuttliste item {mid}", '
+        f'"evidence": ["{_measure_file(mid)}", "{_cost_file(code)}"]}}'
+        for mid, title, kind, code, saving, quantity, price in MEASURES
+    )
+    + "]}"
+)
+APPROVAL: Final = "The figures were recomputed and nothing is counted twice.\nVERDICT: APPROVE"
+
+
+@dataclass(frozen=True)
+class Scale:
+    name: str
+    projects: int
+    concepts: int
+    delay_s: float
+    """The model delay of the throughput and reuse passes."""
+    overhead_runs: int
+    speedup_target: float
+
+
+FULL: Final = Scale(
+    "full", projects=20, concepts=500, delay_s=0.2, overhead_runs=3, speedup_target=3.2
+)
+QUICK: Final = Scale(
+    "quick", projects=6, concepts=100, delay_s=0.05, overhead_runs=1, speedup_target=2.0
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    measure: str
+    target: str
+    measured: str
+    ok: bool
+
+    def markdown(self) -> str:
+        return f"| {self.measure} | {self.target} | {self.measured} | {'yes' if self.ok else '**NO**'} |"
+
+
+class TimedFakeLLMServer(FakeLLMServer):
+    """The loopback fake, in mode ``slow``, adding up the time it spent waiting before answering."""
+
+    def __init__(self, *, content: str, delay_s: float) -> None:
+        super().__init__(mode="slow", content=content, slow_s=delay_s)
+        self._waited_lock = threading.Lock()
+        self._waited_s = 0.0
+
+    @property
+    def waited_s(self) -> float:
+        with self._waited_lock:
+            return self._waited_s
+
+    def pause(self, seconds: float) -> None:
+        started = time.perf_counter()
+        super().pause(seconds)
+        with self._waited_lock:
+            self._waited_s += time.perf_counter() - started
+
+
+@dataclass
+class Models:
+    proposer: TimedFakeLLMServer
+    checker: TimedFakeLLMServer
+
+    def set_delay(self, seconds: float) -> None:
+        self.proposer.slow_s = seconds
+        self.checker.slow_s = seconds
+
+    @property
+    def requests(self) -> int:
+        return len(self.proposer.requests) + len(self.checker.requests)
+
+    @property
+    def waited_s(self) -> float:
+        return self.proposer.waited_s + self.checker.waited_s
+
+    def admission(self) -> Admission:
+        def advisor(name: str, server: FakeLLMServer, capabilities: tuple[str, ...]) -> Advisor:
+            return Advisor(
+                id=f"bench-{name}",
+                name=f"Loopback {name} (a fake, not a model)",
+                adapter="openai-compatible",
+                provider="self-hosted",
+                model="bench-model",
+                local=True,
+                capabilities=capabilities,
+                options={"base_url": server.base_url, "timeout_seconds": 30},
+            )
+
+        return Admission(
+            catalogue=Catalogue(
+                (
+                    advisor("proposer", self.proposer, ("propose",)),
+                    advisor("checker", self.checker, ("cost_review", "independent_reasoning")),
+                )
+            ),
+            mode=ModeResolution(Mode.STANDARD, "bench"),
+            now=NOW,
+            presence=Presence(env_names=frozenset(), has_executable=lambda _name: True),
+        )
+
+
+# --- bundles -----------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def write_project_bundle(root: Path, project_id: str) -> Path:
+    """A small bundle in the shared/README.md format: a project, five cost lines, two measures."""
+    total = sum(amount for _code, _title, amount in COST_LINES)
+    _write(
+        root / "project.md",
+        f"---\ntype: project\nid: {project_id}\nname: Benchmark project {project_id}\n"
+        f"currency: NOK\nbase_estimate_nok: {total}\n---\n\n# {project_id}\n\n"
+        "A new school building used to time the pipeline.\n",
+    )
+    links = ["* [Project](project.md) - the project frame"]
+    for code, title, amount in COST_LINES:
+        _write(
+            root / _cost_file(code),
+            f'---\ntype: cost-line\ncode: "{code}"\ntitle: {title}\namount_nok: {amount}\n---\n\n'
+            f"# {code} {title}\n\nThe estimate for {title.lower()}, priced from the sketch design.\n",
+        )
+        links.append(f"* [{code} {title}]({_cost_file(code)}) - cost line")
+    for mid, title, kind, code, saving, quantity, price in MEASURES:
+        _write(
+            root / _measure_file(mid),
+            f"---\ntype: measure-option\nid: {mid}\ntitle: {title}\nmeasure_type: {kind}\n"
+            f'affected_codes: ["{code}"]\nestimated_saving_nok: {saving}\nquantity: {quantity}\n'
+            f"unit: m2\nunit_price_nok: {price}\n---\n\n# {mid} {title}\n\n"
+            f"Saves {saving} NOK on [{code}](../{_cost_file(code)}).\n",
+        )
+        links.append(f"* [{mid} {title}]({_measure_file(mid)}) - kuttliste item")
+    _write(
+        root / "index.md",
+        f'---\nokf_version: "0.2"\n---\n\n# {project_id}\n\n' + "\n".join(links) + "\n",
+    )
+    return root
+
+
+_PROSE: Final = (
+    "The steering group discussed this topic at the monthly meeting and asked the project team to "
+    "record what is known, what is assumed and what remains open. The consultant's note describes "
+    "the current design, the quantities taken from the model and the prices used in the estimate. "
+    "Several alternatives were considered; the preferred one keeps the programme and the cost "
+    "frame, but depends on a decision by the municipality before the contract is tendered. The "
+    "risk register links this topic to the schedule and to the operating budget of the building. "
+)
+
+
+def write_large_bundle(root: Path, concepts: int) -> Path:
+    """A bundle of ``concepts`` linked concepts (cost lines and prose), each ~600 characters of body."""
+    links = []
+    amount = 1_000_000
+    for i in range(1, concepts + 1):
+        if i % 2:
+            rel = f"cost/line-{i:04d}.md"
+            head = (
+                f'type: cost-line\ncode: "{i // 100:02d}.{i % 100:02d}"\ntitle: Cost line {i}\n'
+                f"amount_nok: {amount + i * 1000}"
+            )
+        else:
+            rel = f"context/note-{i:04d}.md"
+            head = (
+                f"type: note\ntitle: Context note {i}\n"
+                f"description: Background for decision {i} of the design phase."
+            )
+        _write(root / rel, f"---\n{head}\n---\n\n# Concept {i}\n\n{_PROSE[:600]}\n")
+        links.append(f"* [Concept {i}]({rel})")
+    total = sum(amount + i * 1000 for i in range(1, concepts + 1, 2))
+    _write(
+        root / "project.md",
+        f"---\ntype: project\nid: large-bundle\nname: Large bundle\ncurrency: NOK\n"
+        f"base_estimate_nok: {total}\n---\n\n# Large bundle\n\nA bundle of {concepts} concepts.\n",
+    )
+    _write(
+        root / "index.md",
+        '---\nokf_version: "0.2"\n---\n\n# Large bundle\n\n* [Project](project.md)\n'
+        + "\n".join(links)
+        + "\n",
+    )
+    return root
+
+
+# --- measures ----------------------------------------------------------------------------------
+
+
+def _session(models: Models, state: Path) -> ReasoningSession:
+    return ReasoningSession(Store(state), models.admission())
+
+
+async def _one_run(models: Models, bundle: Path, state: Path, run_id: str) -> RunResult:
+    return await run_project(
+        bundle,
+        verdicts=VerdictStore(),
+        budget=BUDGET,
+        settings=SETTINGS,
+        reasoning=_session(models, state),
+        run_id=run_id,
+    )
+
+
+def _approved(result: RunResult) -> int:
+    return sum(1 for c in result.candidates if c.checker.outcome == "approved")
+
+
+async def measure_overhead(models: Models, work: Path, scale: Scale) -> Row:
+    models.set_delay(MODEL_DELAY_S)
+    bundle = write_project_bundle(work / "overhead" / "bundle", "bench-overhead")
+    # The first run pays for imports and first-use set-up; it is reported, not judged.
+    cold = await _timed_run(models, bundle, work / "overhead" / "state-cold", "cold")
+    warm = [
+        await _timed_run(models, bundle, work / "overhead" / f"state-{i}", f"warm-{i}")
+        for i in range(scale.overhead_runs)
+    ]
+    wall = sum(w for w, _m, _n, _r in warm)
+    model = sum(m for _w, m, _n, _r in warm)
+    calls = statistics.median(n for _w, _m, n, _r in warm)
+    consulted = all(_approved(r) == len(MEASURES) for _w, _m, _n, r in warm)
+    share = (wall - model) / wall
+    per_run = (wall - model) / len(warm)
+    measured = (
+        f"{share:.1%} ({per_run * 1000:.0f} ms of {wall / len(warm) * 1000:.0f} ms a run; "
+        f"{calls:g} model calls a run; mean of {len(warm)} warm run(s); cold first run "
+        f"{(cold[0] - cold[1]) / cold[0]:.1%})"
+    )
+    if not consulted:
+        measured += "; a run did not reach the checker"
+    return Row(
+        f"pipeline overhead, model answering in {MODEL_DELAY_S * 1000:.0f} ms",
+        f"≤ {OVERHEAD_TARGET:.0%} of wall time",
+        measured,
+        consulted and share <= OVERHEAD_TARGET,
+    )
+
+
+async def _timed_run(
+    models: Models, bundle: Path, state: Path, run_id: str
+) -> tuple[float, float, int, RunResult]:
+    requests, waited = models.requests, models.waited_s
+    started = time.perf_counter()
+    result = await _one_run(models, bundle, state, run_id)
+    wall = time.perf_counter() - started
+    return wall, models.waited_s - waited, models.requests - requests, result
+
+
+async def _portfolio_pass(
+    models: Models, bundles: Sequence[Path], state: Path, concurrency: int
+) -> tuple[float, int]:
+    started = time.perf_counter()
+    outcome, _spend = await run_portfolio(
+        bundles,
+        spend=Spend.empty(),
+        portfolio_tokens=BUDGET.run_tokens * len(bundles) * 2,
+        budget=BUDGET,
+        settings=SETTINGS,
+        reasoning=_session(models, state),
+        verdicts=VerdictStore(),
+        run_id=f"concurrency-{concurrency}",
+        concurrency=concurrency,
+    )
+    wall = time.perf_counter() - started
+    approved = sum(_approved(r.result) for r in outcome.completed if r.result is not None)
+    return wall, approved
+
+
+async def measure_throughput(models: Models, work: Path, scale: Scale) -> Row:
+    models.set_delay(scale.delay_s)
+    bundles = [
+        write_project_bundle(work / "portfolio" / f"p{i:02d}", f"bench-project-{i:02d}")
+        for i in range(1, scale.projects + 1)
+    ]
+    serial, serial_ok = await _portfolio_pass(models, bundles, work / "state-serial", 1)
+    parallel, parallel_ok = await _portfolio_pass(
+        models, bundles, work / "state-concurrent", CONCURRENCY
+    )
+    speedup = serial / parallel
+    expected = scale.projects * len(MEASURES)
+    complete = serial_ok == expected and parallel_ok == expected
+    measured = (
+        f"{speedup:.2f}× (serial {serial:.2f} s, concurrency {CONCURRENCY} {parallel:.2f} s; "
+        f"{scale.projects / serial:.2f} → {scale.projects / parallel:.2f} projects/s)"
+    )
+    if not complete:
+        measured += f"; approved {serial_ok} and {parallel_ok} of {expected} candidates"
+    relaxed = " (relaxed for --quick; 3.2× on the full run)" if scale is QUICK else ""
+    return Row(
+        f"{scale.projects} projects at concurrency {CONCURRENCY}, model {scale.delay_s * 1000:.0f} ms",
+        f"≥ {scale.speedup_target:g}× serial throughput{relaxed}",
+        measured,
+        complete and speedup >= scale.speedup_target,
+    )
+
+
+def measure_prompt(work: Path, scale: Scale) -> Row:
+    root = write_large_bundle(work / "large", scale.concepts)
+    context = render_context(navigate_bundle(root), budget_chars=CONTEXT_CHARS)
+    stuffed = "\n".join(path.read_text(encoding="utf-8") for path in sorted(root.rglob("*.md")))
+    ratio = len(context) / len(stuffed)
+    measured = (
+        f"{ratio:.1%} ({len(context):,} of {len(stuffed):,} chars; ~{estimate_tokens(context):,} "
+        f"of ~{estimate_tokens(stuffed):,} tokens)"
+    ).replace(",", " ")
+    return Row(
+        f"prompt size, {scale.concepts}-concept bundle",
+        f"≤ {PROMPT_TARGET:.0%} of stuffing the bundle",
+        measured,
+        ratio <= PROMPT_TARGET,
+    )
+
+
+async def measure_reuse(models: Models, work: Path, scale: Scale) -> Row:
+    models.set_delay(scale.delay_s)
+    bundle = write_project_bundle(work / "reuse" / "bundle", "bench-reuse")
+    state = work / "reuse" / "state"
+    first = await _one_run(models, bundle, state, "reuse-1")
+    checker_before = len(models.checker.requests)
+    second = await _one_run(models, bundle, state, "reuse-2")
+    checker_calls = len(models.checker.requests) - checker_before
+    loaded = Store(state).load()
+    consultations = [
+        r for r in loaded.of_kind("consultation") if isinstance(r.body, ConsultationInput)
+    ]
+    first_n = sum(1 for r in consultations if r.task == first.task)
+    second_n = sum(1 for r in consultations if r.task == second.task)
+    reused = sum(1 for c in second.candidates if c.plan_outcome == "reuse_prior")
+    ok = first_n > 0 and second_n == 0 and checker_calls == 0 and reused == len(second.candidates)
+    measured = (
+        f"{second_n} consultations, {checker_calls} checker requests in run 2 "
+        f"({reused} of {len(second.candidates)} candidates reused; run 1 consulted {first_n} times)"
+    )
+    return Row(
+        "re-run of an unchanged project",
+        "consults nobody (0 consultations, 0 checker requests)",
+        measured,
+        ok,
+    )
+
+
+async def run_benchmark(scale: Scale) -> list[Row]:
+    with (
+        tempfile.TemporaryDirectory(prefix="portfolio-optimiser-bench-") as tmp,
+        TimedFakeLLMServer(content=PROPOSAL, delay_s=MODEL_DELAY_S) as proposer,
+        TimedFakeLLMServer(content=APPROVAL, delay_s=MODEL_DELAY_S) as checker,
+    ):
+        work = Path(tmp)
+        models = Models(proposer, checker)
+        rows = [await measure_overhead(models, work, scale)]
+        rows.append(await measure_throughput(models, work, scale))
+        rows.append(measure_prompt(work, scale))
+        rows.append(await measure_reuse(models, work, scale))
+        return rows
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    return "\n".join([HEADER, "|---|---|---|---|", *(row.markdown() for row in rows)])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.bench.bench_pipeline",
+        description="Benchmark the pipeline against its performance targets.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller numbers, for CI (a few seconds)"
+    )
+    args = parser.parse_args(argv)
+    scale = QUICK if args.quick else FULL
+    started = time.perf_counter()
+    rows = asyncio.run(run_benchmark(scale))
+    print(render_table(rows))
+    missed = [row.measure for row in rows if not row.ok]
+    print(
+        f"\n{scale.name} run in {time.perf_counter() - started:.1f} s; "
+        + (f"missed: {'; '.join(missed)}" if missed else "every target met")
+    )
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -136,12 +136,23 @@ class Row:
 
 
 class TimedFakeLLMServer(FakeLLMServer):
-    """The loopback fake, in mode ``slow``, adding up the time it spent waiting before answering."""
+    """The loopback fake, in mode ``slow``, adding up the time it spent waiting before answering.
+
+    Its sockets are ``TCP_NODELAY``, as a real model server's are (uvicorn, llama.cpp): the fake
+    writes headers and body in two sends, and with Nagle on, every request on a kept-alive
+    connection stalls on the client's delayed ACK (about 40 ms on Linux loopback), which would be
+    charged to the pipeline as overhead although it is the fake's.
+    """
 
     def __init__(self, *, content: str, delay_s: float) -> None:
         super().__init__(mode="slow", content=content, slow_s=delay_s)
+        self._httpd.RequestHandlerClass.disable_nagle_algorithm = True  # type: ignore[attr-defined]
         self._waited_lock = threading.Lock()
         self._waited_s = 0.0
+
+    def __enter__(self) -> TimedFakeLLMServer:
+        self.start()
+        return self
 
     @property
     def waited_s(self) -> float:

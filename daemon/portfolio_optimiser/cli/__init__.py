@@ -16,6 +16,7 @@ from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.verdict import VerdictError
+from portfolio_optimiser.pipeline.budget import SpendFileError
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 from portfolio_optimiser.reasoning.store import Refusal
 
@@ -128,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except ConfigError as exc:
         return fail(str(exc), EX_CONFIG)
-    except (BundleError, VerdictError, Refusal) as exc:
+    except (BundleError, VerdictError, Refusal, SpendFileError) as exc:
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from portfolio_optimiser.pipeline.budget import read_spend
 from portfolio_optimiser.reasoning.environment import admission_for, state_dir
 from portfolio_optimiser.reasoning.policy import (
     Confidence,
@@ -138,6 +139,15 @@ def status(args: argparse.Namespace) -> int:
         "verdicts": _count(workspace / "inbox" / "verdicts"),
     }
     available = sum(1 for s in states if s.available)
+    spend_path = workspace / "outbox" / "spend.json"
+    spend = read_spend(spend_path)  # strict: a corrupt ledger is an error, never zero
+    config = _config
+    ledger = {
+        "spent_tokens": spend.spent_tokens,
+        "portfolio_tokens": config.budget.portfolio_tokens,
+        "remaining_tokens": max(0, config.budget.portfolio_tokens - spend.spent_tokens),
+        "runs": len(spend.runs),
+    }
     if args.json:
         _emit_json(
             {
@@ -146,6 +156,7 @@ def status(args: argparse.Namespace) -> int:
                 "inbox": inbox,
                 "mode": str(ctx.mode.mode),
                 "advisors": {"declared": len(states), "available": available},
+                "spend": ledger,
                 "tasks": [s.to_json() for s in statuses],
                 "unreadable_records": [list(u) for u in loaded.unreadable],
                 "handover": handover(statuses),
@@ -156,6 +167,10 @@ def status(args: argparse.Namespace) -> int:
         f"workspace {workspace}: inbox holds {inbox['projects']} project(s) and {inbox['verdicts']} verdict file(s)"
     )
     say(f"reasoning mode {ctx.mode.mode}; {available} of {len(states)} advisors available")
+    say(
+        f"spend: {ledger['spent_tokens']} of {ledger['portfolio_tokens']} portfolio tokens used "
+        f"over {ledger['runs']} run(s); {ledger['remaining_tokens']} left"
+    )
     for path, why in loaded.unreadable:
         say(f"  unreadable record {path}: {why}")
     say()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from portfolio_optimiser.reasoning.availability import (
@@ -533,6 +533,7 @@ def histories(draw: st.DrawFn, statuses: st.SearchStrategy[ConsultationStatus]) 
 
 
 @pytest.mark.loadbearing
+@settings(deadline=None)
 @given(history=histories(ALL_STATUSES), data=st.data(), now=st.integers(0, 10000))
 def test_the_order_of_the_history_does_not_matter(
     history: list[Outcome], data: st.DataObject, now: int
@@ -544,6 +545,7 @@ def test_the_order_of_the_history_does_not_matter(
 
 
 @pytest.mark.loadbearing
+@settings(deadline=None)
 @given(
     history=histories(st.sampled_from(NEVER_COUNTS)),
     now=st.integers(0, 10000),
@@ -565,6 +567,7 @@ def test_outcomes_about_one_exchange_alone_never_make_an_advisor_unavailable(
         assert not state.recovering
 
 
+@settings(deadline=None)
 @given(
     history=histories(ALL_STATUSES),
     now=st.integers(0, 10000),

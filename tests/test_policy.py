@@ -12,7 +12,7 @@ import re
 from collections import Counter
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from portfolio_optimiser.reasoning import policy
@@ -331,6 +331,7 @@ REQUESTS = st.builds(
 
 
 @pytest.mark.loadbearing
+@settings(deadline=None)
 @given(
     states=catalogues(),
     req=REQUESTS,

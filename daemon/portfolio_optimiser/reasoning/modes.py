@@ -56,5 +56,10 @@ def resolve_mode(environ: Mapping[str, str], configured: str | None) -> ModeReso
     if _is_set(environ.get("CI")):
         return ModeResolution(Mode.CI, "ci")
     if configured:
-        return ModeResolution(Mode(configured), "config")
+        try:
+            return ModeResolution(Mode(configured), "config")
+        except ValueError:
+            raise ModeError(
+                f"reasoning.mode {configured!r} is not a mode; use one of {', '.join(m.value for m in Mode)}"
+            ) from None
     return ModeResolution(Mode.STANDARD, "default")

@@ -107,11 +107,11 @@ class Admission:
 def history(loaded: Loaded) -> list[Outcome]:
     """The consultation outcomes the breaker reads, from the records alone."""
     outcomes = []
-    for record in loaded.of_kind("consultation"):
+    for order, record in enumerate(loaded.of_kind("consultation")):
         body = record.body
         assert isinstance(body, ConsultationInput)
         outcomes.append(
-            Outcome(body.advisor, body.status, record.recorded_at, body.retry_after_seconds)
+            Outcome(body.advisor, body.status, record.recorded_at, body.retry_after_seconds, order)
         )
     return outcomes
 

@@ -12,16 +12,19 @@ leaves 127.0.0.1 and no credential is read.
 | prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |
 | reuse | the same project run twice on one reasoning store; the second run's consultations and checker requests |
 
-``--quick`` shrinks the throughput and reuse passes (fewer projects, a 50 ms model) and the prompt
-bundle so the whole benchmark runs in a few seconds; the overhead measure keeps its 200 ms model
-(at 50 ms the fixed per-run cost would be measured against a model four times faster than the
-target assumes), and only the speedup target is relaxed.
+``--quick`` shrinks the throughput and reuse passes (6 projects, a 50 ms model) and runs one warm
+overhead run instead of three; only the speedup target is relaxed (≥ 2×). The overhead measure
+keeps its 200 ms model (at 50 ms the fixed per-run cost would be judged against a model four times
+faster than the target assumes), and the prompt measure keeps its 500 concepts: it costs well under
+a second, and below ~96 000 characters of bundle no render could meet 25 % because the render
+budget alone is 24 000 characters.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -91,17 +94,25 @@ def _measure_file(measure_id: str) -> str:
     return f"kuttliste/{measure_id}.md"
 
 
-PROPOSAL: Final = (
-    '{"candidates": ['
-    + ", ".join(
-        f'{{"title": "{title}", "affected_codes": ["{code}"], "measure_type": "{kind}", '
-        f'"claimed_saving_nok": {saving}, "quantity": {quantity}, "unit": "m2", '
-        f'"unit_price_nok": {price}, "rationale": "the kuttliste item {mid}", '
-        f'"evidence": ["{_measure_file(mid)}", "{_cost_file(code)}"]}}'
-        for mid, title, kind, code, saving, quantity, price in MEASURES
-    )
-    + "]}"
+PROPOSAL: Final = json.dumps(
+    {
+        "candidates": [
+            {
+                "title": title,
+                "affected_codes": [code],
+                "measure_type": kind,
+                "claimed_saving_nok": saving,
+                "quantity": quantity,
+                "unit": "m2",
+                "unit_price_nok": price,
+                "rationale": f"the kuttliste item {mid}",
+                "evidence": [_measure_file(mid), _cost_file(code)],
+            }
+            for mid, title, kind, code, saving, quantity, price in MEASURES
+        ]
+    }
 )
+"""The proposer's every answer: the two kuttliste items, which pass the validator."""
 APPROVAL: Final = "The figures were recomputed and nothing is counted twice.\nVERDICT: APPROVE"
 
 
@@ -120,7 +131,7 @@ FULL: Final = Scale(
     "full", projects=20, concepts=500, delay_s=0.2, overhead_runs=3, speedup_target=3.2
 )
 QUICK: Final = Scale(
-    "quick", projects=6, concepts=100, delay_s=0.05, overhead_runs=1, speedup_target=2.0
+    "quick", projects=6, concepts=500, delay_s=0.05, overhead_runs=1, speedup_target=2.0
 )
 
 
@@ -358,7 +369,9 @@ async def _timed_run(
 
 async def _portfolio_pass(
     models: Models, bundles: Sequence[Path], state: Path, concurrency: int
-) -> tuple[float, int]:
+) -> tuple[float, float, int]:
+    """(wall seconds, seconds the fakes spent waiting, candidates the checker approved)."""
+    waited = models.waited_s
     started = time.perf_counter()
     outcome, _spend = await run_portfolio(
         bundles,
@@ -373,7 +386,7 @@ async def _portfolio_pass(
     )
     wall = time.perf_counter() - started
     approved = sum(_approved(r.result) for r in outcome.completed if r.result is not None)
-    return wall, approved
+    return wall, models.waited_s - waited, approved
 
 
 async def measure_throughput(models: Models, work: Path, scale: Scale) -> Row:
@@ -382,8 +395,11 @@ async def measure_throughput(models: Models, work: Path, scale: Scale) -> Row:
         write_project_bundle(work / "portfolio" / f"p{i:02d}", f"bench-project-{i:02d}")
         for i in range(1, scale.projects + 1)
     ]
-    serial, serial_ok = await _portfolio_pass(models, bundles, work / "state-serial", 1)
-    parallel, parallel_ok = await _portfolio_pass(
+    # Each pass on its own fresh reasoning store, so nothing is reused.
+    serial, serial_model, serial_ok = await _portfolio_pass(
+        models, bundles, work / "state-serial", 1
+    )
+    parallel, _model, parallel_ok = await _portfolio_pass(
         models, bundles, work / "state-concurrent", CONCURRENCY
     )
     speedup = serial / parallel
@@ -391,7 +407,8 @@ async def measure_throughput(models: Models, work: Path, scale: Scale) -> Row:
     complete = serial_ok == expected and parallel_ok == expected
     measured = (
         f"{speedup:.2f}× (serial {serial:.2f} s, concurrency {CONCURRENCY} {parallel:.2f} s; "
-        f"{scale.projects / serial:.2f} → {scale.projects / parallel:.2f} projects/s)"
+        f"{scale.projects / serial:.2f} → {scale.projects / parallel:.2f} projects/s; "
+        f"pipeline share of the serial pass {(serial - serial_model) / serial:.0%})"
     )
     if not complete:
         measured += f"; approved {serial_ok} and {parallel_ok} of {expected} candidates"

@@ -4,7 +4,8 @@ Decides: what a reader of the context sees, byte for byte (the nav goldens in
 ``shared/examples/nav-golden-*`` hold it). In navigation order, concepts are shown in full while the
 size budget lasts; every later concept gets one map line (path, type, title, description, key IR
 figures) and stays reachable through the data-source tools, so the prompt does not grow with the
-bundle. ``type: verdict`` concepts never appear: learned signal reaches a run only through the fold.
+bundle (the map itself is bounded to a third of the budget, then summarised in one line).
+``type: verdict`` concepts never appear: learned signal reaches a run only through the fold.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def bundle_context(root: Path, *, budget_chars: int = DEFAULT_CONTEXT_CHARS) -> 
 
 def render_context(navigation: Navigation, *, budget_chars: int = DEFAULT_CONTEXT_CHARS) -> str:
     """Pure: the same navigation and budget always give the same bytes."""
-    parts = ["# Bundle context\n", _block("index.md", [], navigation.index.body)]
+    parts = [
+        "# Bundle context\n",
+        _block("index.md", [], _bounded_index(navigation.index.body, budget_chars // 3)),
+    ]
     used = sum(len(p) for p in parts)
     mapped: list[str] = []
     for concept in navigation.concepts:
@@ -57,10 +61,37 @@ def render_context(navigation: Navigation, *, budget_chars: int = DEFAULT_CONTEX
     if mapped:
         parts.append(
             "## Not shown in full (open them with the data-source tools)\n\n"
-            + "\n".join(mapped)
+            + "\n".join(_bounded_map(mapped, budget_chars // 3))
             + "\n"
         )
     return "\n".join(parts)
+
+
+def _bounded_index(body: str, room: int) -> str:
+    """The index summary, cut at a line boundary when a huge index would crowd out the concepts."""
+    if len(body) <= room:
+        return body
+    cut = body.rfind("\n", 0, room)
+    return (
+        body[: cut if cut > 0 else room].rstrip("\n")
+        + "\n\n[the index goes on; list_concepts names every concept]\n"
+    )
+
+
+def _bounded_map(lines: list[str], room: int) -> list[str]:
+    """The map is bounded too: past ``room`` characters one line says how many more there are,
+    so the prompt stops growing with the bundle; ``list_concepts`` names them all."""
+    shown: list[str] = []
+    for line in lines:
+        if room < len(line) + 1:
+            break
+        shown.append(line)
+        room -= len(line) + 1
+    if len(shown) < len(lines):
+        shown.append(
+            f"- … and {len(lines) - len(shown)} more concepts; list_concepts names them all"
+        )
+    return shown
 
 
 def _block(heading: str, header_lines: list[str], body: str) -> str:

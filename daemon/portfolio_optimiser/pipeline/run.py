@@ -171,9 +171,20 @@ class _Run:
     notes: list[str] = field(default_factory=list)
     attempts: int = 0
     proposer_client: Any = None
+    clients: dict[str, Any] = field(default_factory=dict)
 
     def record(self, draft: Any) -> StoredRecord:
         return self.reasoning.store.record(self.task, draft, self.reasoning.ctx)
+
+    async def arecord(self, draft: Any) -> StoredRecord:
+        # Off the event loop: a record is fsync'd twice, and concurrent runs should not wait on it.
+        return await asyncio.to_thread(self.record, draft)
+
+    def client(self, advisor: Advisor) -> Any:
+        """One chat client per advisor per run: building one costs more than a model call's overhead."""
+        if advisor.id not in self.clients:
+            self.clients[advisor.id] = self.client_factory(advisor, self.middleware)
+        return self.clients[advisor.id]
 
 
 async def run_project(
@@ -273,7 +284,7 @@ async def _propose_with_model(
 ) -> StopReason:
     advisor = run.reasoning.ctx.catalogue.get(proposer_id)
     assert advisor is not None
-    client = run.client_factory(advisor, run.middleware)
+    client = run.client(advisor)
     run.proposer_client = client
     run.models.append(advisor.model)
     source = DataSource.from_config(run.settings.data_source, root=run.bundle, project=run.project)
@@ -361,16 +372,17 @@ async def _review(run: _Run, outcome: CandidateRun) -> CandidateRun:
     hypothesis = f"'{candidate.title}' saves {candidate.saving_literal} NOK on {', '.join(candidate.affected_codes)}"
     if not isinstance(decision, Accepted):
         # The validator decided deterministically: record it, ask nobody.
-        assessment = run.record(
+        assessment = await run.arecord(
             AssessmentInput(
-                subject=_subject(run, candidate) + f" (attempt {outcome.attempt})",
+                # A per-run fact, not a standing question: its subject names the run and the attempt.
+                subject=f"{_subject(run, candidate)} rejected in run {run.run_id}, attempt {outcome.attempt}",
                 materiality=Materiality.TRIVIAL,
                 hypothesis=hypothesis,
                 evidence=tuple(evidence),
-                new_evidence=True,
+                new_evidence=False,
             )
         )
-        conclusion = run.record(
+        conclusion = await run.arecord(
             ConclusionInput(
                 assessment=assessment.id,
                 decision=f"reject; validator rule {decision.rule}",
@@ -379,7 +391,7 @@ async def _review(run: _Run, outcome: CandidateRun) -> CandidateRun:
                 rejected=("keep the candidate as proposed",),
             )
         )
-        run.record(
+        await run.arecord(
             ValidationInput(
                 conclusion=conclusion.id,
                 check="deterministic validator",
@@ -389,7 +401,7 @@ async def _review(run: _Run, outcome: CandidateRun) -> CandidateRun:
         )
         return outcome.model_copy(update={"assessment": assessment.id, "conclusion": conclusion.id})
 
-    assessment = run.record(
+    assessment = await run.arecord(
         AssessmentInput(
             subject=_subject(run, candidate),
             materiality=Materiality(outcome.materiality),
@@ -398,7 +410,7 @@ async def _review(run: _Run, outcome: CandidateRun) -> CandidateRun:
             capabilities=run.settings.review_capabilities,
         )
     )
-    plan = run.record(PlanInput(assessment=assessment.id))
+    plan = await run.arecord(PlanInput(assessment=assessment.id))
     stored = plan.body
     assert isinstance(stored, StoredPlan)
     update: dict[str, Any] = {"assessment": assessment.id, "plan_outcome": str(stored.outcome)}
@@ -418,7 +430,9 @@ async def _review(run: _Run, outcome: CandidateRun) -> CandidateRun:
         )
     if stored.outcome is PlanOutcome.CONSULT:
         return await _consult(run, outcome, assessment, plan, evidence, hypothesis, update)
-    conclusion = _conclude_locally(run, candidate, decision, assessment, evidence, consultations=())
+    conclusion = await _conclude_locally(
+        run, candidate, decision, assessment, evidence, consultations=()
+    )
     return outcome.model_copy(update={**update, "conclusion": conclusion.id})
 
 
@@ -429,7 +443,7 @@ def _checker_word(decision: str) -> Any:
     return "not_run"
 
 
-def _conclude_locally(
+async def _conclude_locally(
     run: _Run,
     candidate: Candidate,
     decision: Decision,
@@ -438,7 +452,7 @@ def _conclude_locally(
     consultations: Sequence[str],
 ) -> StoredRecord:
     review = local_review(candidate, decision)
-    conclusion = run.record(
+    conclusion = await run.arecord(
         ConclusionInput(
             assessment=assessment.id,
             decision="accept for expert review; checker not_run",
@@ -460,7 +474,7 @@ def _conclude_locally(
             ),
         )
     )
-    run.record(
+    await run.arecord(
         ValidationInput(
             conclusion=conclusion.id,
             check="deterministic validator",
@@ -513,7 +527,7 @@ async def _consult(
     if opposing:
         first = opposing[0].body
         assert isinstance(first, ConsultationInput)
-        disagreement = run.record(
+        disagreement = await run.arecord(
             DisagreementInput(
                 assessment=assessment.id,
                 positions=(
@@ -533,7 +547,7 @@ async def _consult(
             update={**update, "checker": checker, "disagreement": disagreement.id}
         )
     if not completed:
-        conclusion = _conclude_locally(
+        conclusion = await _conclude_locally(
             run, candidate, outcome.validator, assessment, evidence, consultations=()
         )
         run.notes.append(f"{candidate.id}: no checker answered; reviewed locally")
@@ -543,7 +557,7 @@ async def _consult(
         for r in completed
     )
     word = "approved" if approving else "no_verdict"
-    conclusion = run.record(
+    conclusion = await run.arecord(
         ConclusionInput(
             assessment=assessment.id,
             decision=f"accept for expert review; checker {word}",
@@ -556,7 +570,7 @@ async def _consult(
             ),
         )
     )
-    run.record(
+    await run.arecord(
         ValidationInput(
             conclusion=conclusion.id,
             check="deterministic validator",
@@ -581,7 +595,7 @@ async def _one_checker(
     try:
         if advisor is None:
             raise AdvisorError(advisor_id, "is no longer in the catalogue")
-        client = run.client_factory(advisor, run.middleware)
+        client = run.client(advisor)
         run.models.append(advisor.model)
         try:
             verdict, reason, turns = await asyncio.wait_for(
@@ -603,7 +617,7 @@ async def _one_checker(
                 advisor_id, f"no verdict within {run.settings.consult_deadline_s:g} s"
             ) from None
     except AdvisorError as exc:
-        return run.record(
+        return await run.arecord(
             ConsultationInput(
                 plan=plan.id,
                 advisor=advisor_id,
@@ -626,7 +640,7 @@ async def _one_checker(
         if verdict == "reject"
         else "no VERDICT line; the gate fails open"
     )
-    return run.record(
+    return await run.arecord(
         ConsultationInput(
             plan=plan.id,
             advisor=advisor_id,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +52,7 @@ __all__ = ["Admission", "Loaded", "Refusal", "Store", "admit", "history", "norma
 
 _TASK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _RECORD_INPUT: TypeAdapter[Any] = TypeAdapter(RecordInput)
+_RECORD_BODY: TypeAdapter[Any] = TypeAdapter(RecordBody)
 _HEAD_COUNT = re.compile(
     r"\b(vot(e|es|ed|ing)|majority|quorum|outvoted|head ?count|most advisors|"
     r"(two|three|four|\d+) (of|out of) (two|three|four|five|\d+)|\d+\s*(to|-|:|vs\.?)\s*\d+ (advisors|votes))\b",
@@ -439,22 +441,36 @@ class Store:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir / "reasoning"
+        # Records are never overwritten, so a file once parsed never needs parsing again.
+        self._parsed: dict[Path, StoredRecord | str] = {}
+        self._lock = threading.Lock()
 
     def load(self) -> Loaded:
-        records: list[StoredRecord] = []
-        unreadable: list[tuple[str, str]] = []
         if not self.root.is_dir():
             return Loaded()
+        records: list[StoredRecord] = []
+        unreadable: list[tuple[str, str]] = []
         for path in sorted(self.root.glob("*/*.json")):
-            try:
-                records.append(StoredRecord.model_validate_json(path.read_bytes()))
-            except (OSError, ValueError) as exc:
-                unreadable.append((str(path.relative_to(self.root)), str(exc).splitlines()[0]))
+            parsed = self._parsed.get(path)
+            if parsed is None or isinstance(parsed, str):
+                try:
+                    parsed = StoredRecord.model_validate_json(path.read_bytes())
+                except (OSError, ValueError) as exc:
+                    parsed = str(exc).splitlines()[0]
+                self._parsed[path] = parsed
+            if isinstance(parsed, str):
+                unreadable.append((str(path.relative_to(self.root)), parsed))
+            else:
+                records.append(parsed)
         records.sort(key=lambda r: (r.recorded_at, r.task, r.seq))
         return Loaded(tuple(records), tuple(unreadable))
 
     def record(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
         """Admit, redact, mint and write one record. Raises :class:`Refusal`."""
+        with self._lock:  # one writer: concurrent runs of one process take turns
+            return self._record(task, draft, ctx)
+
+    def _record(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
         loaded = self.load()
         body = admit(draft, task, loaded, ctx)
         kinds: set[str] = set()
@@ -463,7 +479,7 @@ class Store:
         except RedactionRefused as exc:
             raise refuse(str(exc)) from None
         try:
-            redacted_body: RecordBody = TypeAdapter(RecordBody).validate_python(clean)
+            redacted_body: RecordBody = _RECORD_BODY.validate_python(clean)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(p) for p in error["loc"][1:]) or body.kind
@@ -500,4 +516,5 @@ class Store:
             except FileExistsError:
                 seq += 1
                 continue
+            self._parsed[path] = record
             return record

@@ -33,6 +33,7 @@ import email.utils
 import importlib
 import inspect
 import json
+import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -291,3 +292,23 @@ class ChatTransport:
 
 def _user(text: str) -> Sequence[Message]:
     return [Message(role="user", contents=[text])]
+
+
+@cache
+def shared_tls_context() -> ssl.SSLContext:
+    """One verified TLS context for every client of the process.
+
+    Building one parses the whole CA bundle (tens of milliseconds of CPU that block the event
+    loop); the SDK would build a fresh one for every client, even for a plain-http local server.
+    """
+    import httpx2  # the OpenAI SDK's HTTP library: its default context, built once
+
+    context: ssl.SSLContext = httpx2.create_ssl_context()
+    return context
+
+
+def http_client(advisor: Advisor) -> Any:
+    """The SDK's own async HTTP client, sharing the process-wide TLS context."""
+    from openai import DefaultAsyncHttpxClient
+
+    return DefaultAsyncHttpxClient(verify=shared_tls_context(), timeout=timeout_s(advisor))

@@ -25,7 +25,7 @@ from agent_framework.openai import OpenAIChatCompletionClient
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
-from ._errors import ChatTransport, timeout_s
+from ._errors import ChatTransport, http_client, timeout_s
 
 __all__ = ["DEFAULT_API_VERSION", "chat_client_for", "transport_for"]
 
@@ -67,6 +67,7 @@ def chat_client_for(
         api_version=str(api_version),
         max_retries=0,
         timeout=timeout_s(advisor),
+        http_client=http_client(advisor),
     )
     return OpenAIChatCompletionClient(
         model=deployment,

@@ -26,7 +26,7 @@ from agent_framework.openai import OpenAIChatCompletionClient
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
-from ._errors import ChatTransport, timeout_s
+from ._errors import ChatTransport, http_client, timeout_s
 
 __all__ = ["chat_client_for", "transport_for"]
 
@@ -64,6 +64,7 @@ def chat_client_for(
         api_key=_api_key(advisor),
         max_retries=0,
         timeout=timeout_s(advisor),
+        http_client=http_client(advisor),
     )
     return OpenAIChatCompletionClient(model=advisor.model, async_client=sdk, middleware=middleware)
 

@@ -58,7 +58,9 @@ def test_the_packaged_default_loads_with_stop_criteria_and_budget_caps() -> None
     assert config.source == str(default_config_path())
     assert config.stop.max_attempts == 3
     assert config.stop.run_timeout_seconds == 900
-    assert 0 < config.budget.call_tokens <= config.budget.run_tokens <= config.budget.portfolio_tokens
+    assert (
+        0 < config.budget.call_tokens <= config.budget.run_tokens <= config.budget.portfolio_tokens
+    )
     # The default context (full bodies, index and map, each bounded) fits one call with room to answer.
     assert config.context.budget_chars * 5 // 3 // 4 < config.budget.call_tokens
     assert config.reasoning.mode == "offline"

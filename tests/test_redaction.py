@@ -5,6 +5,8 @@ Every secret here is assembled at run time from pieces, so no committed file car
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -170,6 +172,26 @@ def test_an_encrypted_pem_private_key_is_refused() -> None:
     )
     with pytest.raises(RedactionRefused):
         scrub(text)
+
+
+# Runs scrub() in a child process, so a regular expression that backtracks without end is killed
+# at the timeout instead of holding this process (and its GIL) hostage.
+SCRUB_IN_A_CHILD = (
+    "import sys\nfrom portfolio_optimiser.reasoning.redaction import scrub\nscrub(sys.argv[1])\n"
+)
+
+
+def test_scrub_finishes_quickly_on_a_crafted_text_after_a_key_header() -> None:
+    crafted = PRIVATE_KEY_HEADER + "a:" * 40
+    try:
+        subprocess.run(
+            [sys.executable, "-c", SCRUB_IN_A_CHILD, crafted],
+            timeout=5,
+            check=True,
+            capture_output=True,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("scrub() did not finish within 5 s on a 107-character text")
 
 
 @pytest.mark.loadbearing

@@ -20,7 +20,7 @@ from portfolio_optimiser.pipeline.budget import SpendFileError
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 from portfolio_optimiser.reasoning.store import Refusal
 
-from . import commands, reasoning_commands
+from . import commands, daemon_commands, reasoning_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -115,6 +115,30 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("id", metavar="ID")
     explain.add_argument("--json", action="store_true", help="machine-readable output")
     explain.set_defaults(handler=reasoning_commands.explain)
+
+    run = sub.add_parser(
+        "run", help="the daemon: watch the inbox and process what arrives until SIGTERM"
+    )
+    _common(run, suppress=True)
+    run.set_defaults(handler=daemon_commands.run)
+
+    once = sub.add_parser("once", help="process everything ready in the inbox now, then exit")
+    _common(once, suppress=True)
+    once.set_defaults(handler=daemon_commands.once)
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check config, folders, permissions, file systems, inotify limits, ledgers, advisors",
+    )
+    _common(doctor, suppress=True)
+    doctor.set_defaults(handler=daemon_commands.doctor)
+
+    retry = sub.add_parser(
+        "retry", help="put a quarantined bundle from outbox/failed/ back into the inbox"
+    )
+    _common(retry, suppress=True)
+    retry.add_argument("name", metavar="NAME")
+    retry.set_defaults(handler=daemon_commands.retry)
     return parser
 
 

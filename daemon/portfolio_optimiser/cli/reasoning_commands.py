@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend
-from portfolio_optimiser.reasoning.environment import admission_for, state_dir
+from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.policy import (
     Confidence,
     Materiality,
@@ -37,7 +38,7 @@ def _now() -> datetime:
 def _context(args: argparse.Namespace) -> tuple[Any, Store, Any]:
     config = resolve_config(args)
     ctx = admission_for(config, now=_now())
-    store = Store(state_dir(args.workspace))
+    store = Store(Workspace.at(args.workspace).state)
     return config, store, ctx
 
 
@@ -178,9 +179,46 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verdict_steps(workspace: Path, ident: str) -> list[dict[str, Any]]:
+    """The expert's part of the chain: verdicts from the ledger, promotion from the wiki."""
+    from portfolio_optimiser.context.frontmatter import read_concept
+    from portfolio_optimiser.daemon.ledger import Ledger
+
+    ws = Workspace.at(workspace)
+    steps: list[dict[str, Any]] = []
+    if ws.ledger_file.is_file():
+        with Ledger.open(ws.ledger_file) as ledger:
+            for row in ledger.verdict_history(ident):
+                steps.append(
+                    {
+                        "kind": "verdict",
+                        "recorded_at": row.recorded_at,
+                        "id": row.name,
+                        "summary": f"expert verdict {row.decision} ({row.name})",
+                    }
+                )
+    page = ws.wiki / "verdicts" / f"{ident}.md"
+    if page.is_file():
+        front = read_concept(page, f"verdicts/{ident}.md").frontmatter
+        verified = front.get("verified") or {}
+        status = front.get("status", "stable")
+        steps.append(
+            {
+                "kind": "promotion",
+                "recorded_at": str(verified.get("at", "")) if isinstance(verified, dict) else "",
+                "id": f"bundles/wiki/verdicts/{ident}.md",
+                "summary": f"promoted to the wiki, verified by {verified.get('by') if isinstance(verified, dict) else '?'}; status {status}",
+            }
+        )
+    return steps
+
+
 def explain(args: argparse.Namespace) -> int:
     _config, store, _ctx = _context(args)
     chain = explain_chain(store.load(), args.id)
+    extra = _verdict_steps(args.workspace, args.id)
+    if chain is not None and extra:
+        chain.steps.extend({**step, "redacted": []} for step in extra)
     if chain is None:
         say(f"no record or assessment mentions {args.id!r}; `status` lists what is recorded")
         return 1

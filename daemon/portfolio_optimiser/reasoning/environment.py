@@ -10,7 +10,6 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from pathlib import Path
 
 from portfolio_optimiser.config import Config, ConfigError
 
@@ -19,7 +18,7 @@ from .catalogue import Catalogue, Presence, catalogue_from_config
 from .modes import ModeError, resolve_mode
 from .store import Admission
 
-__all__ = ["COOLDOWN_VARIABLE", "admission_for", "catalogue_of", "cooldown_override", "state_dir"]
+__all__ = ["COOLDOWN_VARIABLE", "admission_for", "catalogue_of", "cooldown_override"]
 
 COOLDOWN_VARIABLE = "PORTFOLIO_OPTIMISER_REASONING_COOLDOWN_SECONDS"
 
@@ -66,10 +65,3 @@ def admission_for(
         cooldown_override_s=cooldown_override(environ),
         clock=clock,
     )
-
-
-def state_dir(workspace: Path, environ: Mapping[str, str] | None = None) -> Path:
-    """``$STATE_DIRECTORY`` under systemd (its first entry), else ``<workspace>/.state``."""
-    environ = os.environ if environ is None else environ
-    given = environ.get("STATE_DIRECTORY", "").split(":")[0].strip()
-    return Path(given) if given else workspace / ".state"

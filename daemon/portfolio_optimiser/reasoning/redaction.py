@@ -54,10 +54,24 @@ _ASSIGNMENT: Final = re.compile(
     re.IGNORECASE,
 )
 # A header followed, within a few lines, by key material: PEM armour lines, an encrypted key's
-# Proc-Type/DEK-Info headers, or a JSON-escaped "\n" before the body all count.
-_KEY_BODY: Final = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\n|[A-Za-z-]+:[^\n]*)*[A-Za-z0-9+/=]{16,}"
-)
+# Proc-Type/DEK-Info headers, or a JSON-escaped "\n" before the body all count. Checked line by
+# line rather than by one regex: nested repetition there backtracks exponentially on crafted text.
+_KEY_HEADER: Final = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_HEADER_FIELD: Final = re.compile(r"[A-Za-z][A-Za-z-]*:")
+_KEY_MATERIAL: Final = re.compile(r"[A-Za-z0-9+/=]{16,}")
+
+
+def _announces_a_key_body(text: str) -> bool:
+    for header in _KEY_HEADER.finditer(text):
+        following = text[header.end() : header.end() + 2000].replace("\\n", "\n")
+        for line in following.split("\n")[:8]:
+            stripped = line.strip()
+            if not stripped or _HEADER_FIELD.match(stripped):
+                continue  # blank lines and Proc-Type/DEK-Info style headers come before the body
+            if _KEY_MATERIAL.match(stripped):
+                return True
+            break
+    return False
 
 
 def scrub(text: str) -> Scrubbed:
@@ -66,7 +80,7 @@ def scrub(text: str) -> Scrubbed:
     kinds: list[str] = []
     if clean != text:
         kinds.append("control-sequence")
-    if _KEY_BODY.search(clean):
+    if _announces_a_key_body(clean):
         raise RedactionRefused(
             "the text carries a private key (a PRIVATE KEY header followed by its body); "
             "remove the key before it is recorded"

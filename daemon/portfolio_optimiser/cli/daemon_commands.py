@@ -1,0 +1,193 @@
+"""The daemon's commands: ``run``, ``once``, ``doctor`` and ``retry``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from portfolio_optimiser.config import ConfigError
+
+from .commands import resolve_config, say
+
+__all__ = ["doctor", "once", "retry", "run"]
+
+
+def _config_path(args: argparse.Namespace) -> Path | None:
+    explicit: Path | None = getattr(args, "config", None)
+    if explicit is not None:
+        return explicit
+    local = args.workspace / "config" / "portfolio-optimiser.toml"
+    return local if local.is_file() else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from portfolio_optimiser.daemon.lock import LockHeld
+    from portfolio_optimiser.daemon.logging import configure_logging, get_logger
+    from portfolio_optimiser.daemon.service import Service
+    from portfolio_optimiser.daemon.workspace import Workspace
+
+    config = resolve_config(args)
+    configure_logging()
+    service = Service(
+        Workspace.at(args.workspace),
+        _config_path(args),
+        config,
+        log=get_logger("portfolio_optimiser"),
+    )
+    service.install_signal_handlers()
+    try:
+        return service.run()
+    except LockHeld as exc:
+        print(f"portfolio-optimiser: {exc}", file=sys.stderr)
+        return 1
+
+
+def once(args: argparse.Namespace) -> int:
+    from portfolio_optimiser.daemon.lock import LockHeld
+    from portfolio_optimiser.daemon.logging import configure_logging, get_logger
+    from portfolio_optimiser.daemon.service import run_once
+    from portfolio_optimiser.daemon.workspace import Workspace
+
+    config = resolve_config(args)
+    configure_logging()
+    try:
+        report = run_once(
+            Workspace.at(args.workspace), config, log=get_logger("portfolio_optimiser")
+        )
+    except LockHeld as exc:
+        print(f"portfolio-optimiser: {exc}", file=sys.stderr)
+        return 1
+    for result in report.results:
+        say(
+            f"{result.kind} {result.name}: {result.state}"
+            + (f" — {result.message}" if result.message else "")
+        )
+    for name in report.pending:
+        say(f"{name}: still changing; it will be processed once it has been quiet for a while")
+    if not report.results and not report.pending:
+        say("nothing to do: the inbox is empty")
+    return 0 if report.all_defined else 75  # EX_TEMPFAIL: run again later
+
+
+def retry(args: argparse.Namespace) -> int:
+    from portfolio_optimiser.daemon.ledger import Ledger
+    from portfolio_optimiser.daemon.processor import retry_quarantined
+    from portfolio_optimiser.daemon.workspace import Workspace
+
+    workspace = Workspace.at(args.workspace)
+    workspace.ensure()
+    ledger = Ledger.open(workspace.ledger_file)
+    try:
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        destination = retry_quarantined(workspace, ledger, args.name, now_iso=now)
+    except FileNotFoundError as exc:
+        print(f"portfolio-optimiser: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        ledger.close()
+    say(f"{args.name} is back in {destination.parent}; the daemon (or `once`) will run it again")
+    return 0
+
+
+def _probe(folder: Path) -> str | None:
+    """Create, rename and remove a file: what the daemon does, done once, up front."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".doctor-{os.getpid()}-{time.monotonic_ns()}"
+        probe.write_bytes(b"probe")
+        moved = probe.with_name(probe.name + ".moved")
+        probe.rename(moved)
+        moved.unlink()
+    except OSError as exc:
+        return f"{folder}: {exc.strerror}"
+    return None
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from portfolio_optimiser.daemon.claim import same_filesystem
+    from portfolio_optimiser.daemon.ledger import Ledger, LedgerError
+    from portfolio_optimiser.daemon.watcher import NETWORK_FILESYSTEMS, filesystem_type
+    from portfolio_optimiser.daemon.workspace import Workspace
+    from portfolio_optimiser.pipeline.budget import SpendFileError, read_spend
+    from portfolio_optimiser.reasoning.environment import admission_for
+    from portfolio_optimiser.reasoning.store import Store, availability_now
+
+    problems = 0
+
+    def check(ok: bool, good: str, bad: str) -> None:
+        nonlocal problems
+        problems += not ok
+        say(f"  {'ok  ' if ok else 'FIX '} {good if ok else bad}")
+
+    say("portfolio-optimiser doctor")
+    try:
+        config = resolve_config(args)
+    except ConfigError as exc:
+        say(f"  FIX  configuration: {exc}")
+        return 78
+    check(True, f"configuration: {config.source}", "")
+    workspace = Workspace.at(args.workspace)
+    workspace.ensure()
+    for folder in (
+        workspace.inbox_projects,
+        workspace.inbox_verdicts,
+        workspace.outbox,
+        workspace.wiki,
+        workspace.state,
+    ):
+        problem = _probe(folder)
+        check(
+            problem is None, f"writable: {folder}", f"cannot write: {problem}; fix its permissions"
+        )
+    check(
+        same_filesystem(workspace.inbox_projects, workspace.state),
+        "the state directory is on the inbox's file system (claims are atomic renames)",
+        f"{workspace.state} is on another file system than the inbox; claims will use inbox/.claimed instead",
+    )
+    fstype = filesystem_type(workspace.inbox_projects)
+    check(
+        fstype not in NETWORK_FILESYSTEMS,
+        f"inbox file system: {fstype} (native events)",
+        f"inbox file system: {fstype}, a network file system inotify cannot see; the daemon polls instead",
+    )
+    watches = _read_int("/proc/sys/fs/inotify/max_user_watches")
+    instances = _read_int("/proc/sys/fs/inotify/max_user_instances")
+    check(
+        ((watches or 0) >= 64 and (instances or 0) >= 8) or watches is None,
+        f"inotify limits: {watches} watches, {instances} instances",
+        f"inotify limits are low ({watches} watches, {instances} instances); raise fs.inotify.max_user_instances",
+    )
+    try:
+        spend = read_spend(workspace.spend_file)
+        check(
+            True,
+            f"spend ledger: {spend.spent_tokens} of {config.budget.portfolio_tokens} tokens used",
+            "",
+        )
+    except SpendFileError as exc:
+        check(False, "", str(exc))
+    try:
+        Ledger.open(workspace.ledger_file).close()
+        check(True, f"item ledger: {workspace.ledger_file}", "")
+    except LedgerError as exc:
+        check(False, "", str(exc))
+    states = availability_now(
+        Store(workspace.state).load(), admission_for(config, now=datetime.now(UTC))
+    )
+    available = [s.advisor for s in states if s.available]
+    say(
+        f"  info advisors: {len(available)} of {len(states)} available ({', '.join(available) or 'none: runs review locally'})"
+    )
+    say("all checks passed" if not problems else f"{problems} thing(s) to fix")
+    return 0 if not problems else 1

@@ -1,0 +1,392 @@
+"""The daemon's ledger: what happened to each input, keyed by the SHA-256 of its content.
+
+Decides: the durable state of every input (``claimed``, ``done``, ``failed``, ``waiting``,
+``retry``), each verdict's history per candidate (the last one recorded wins for readers), and which
+candidate ids the daemon has published, so a verdict naming an unknown id can be told so. A re-drop
+of identical content finds its existing row; "duplicate" is that finding, not a state.
+
+Never reads the clock (every timestamp is an ISO string passed in), never touches the inbox or the
+outbox, and never decides whether a transition is allowed or when to give up — the service does.
+One writer (the daemon, one instance per workspace) so SQLite's own locking is enough; WAL lets
+``status`` read while the daemon writes, and ``synchronous=FULL`` makes every commit durable before
+the input it describes is removed (research/daemon.md §3 step 5). Every write commits before return.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal, NamedTuple, get_args
+
+__all__ = [
+    "STATES",
+    "CandidateInput",
+    "CandidateRow",
+    "Item",
+    "Kind",
+    "Ledger",
+    "LedgerError",
+    "State",
+    "VerdictRow",
+    "next_backoff_s",
+]
+
+Kind = Literal["bundle", "verdict"]
+State = Literal["claimed", "done", "failed", "waiting", "retry"]
+STATES: Final[tuple[State, ...]] = get_args(State)
+
+# Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS items (
+    digest TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('bundle', 'verdict')),
+    name TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('claimed', 'done', 'failed', 'waiting', 'retry')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at TEXT,
+    detail TEXT,
+    output TEXT,
+    error TEXT,
+    first_seen TEXT NOT NULL,
+    updated TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    candidate_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    name TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    recorded_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS verdicts_by_candidate ON verdicts (candidate_id, seq);
+CREATE TABLE IF NOT EXISTS candidates (
+    candidate_id TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    key_json TEXT NOT NULL,
+    assessment TEXT,
+    disagreement TEXT,
+    recorded_at TEXT
+);
+"""
+
+
+class LedgerError(Exception):
+    """The ledger database cannot be used; the message names the file and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    digest: str
+    kind: Kind
+    name: str
+    state: State
+    attempts: int
+    next_attempt_at: str | None
+    detail: str | None
+    output: str | None
+    error: str | None
+    first_seen: str
+    updated: str
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictRow:
+    candidate_id: str
+    digest: str
+    name: str
+    decision: str
+    recorded_at: str
+
+
+class CandidateInput(NamedTuple):
+    """One candidate a run published: its id, its key (JSON) and its reasoning record ids."""
+
+    candidate_id: str
+    key_json: str
+    assessment: str | None = None
+    disagreement: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateRow:
+    candidate_id: str
+    project_id: str
+    run_id: str
+    key_json: str
+    assessment: str | None
+    disagreement: str | None
+    recorded_at: str | None
+
+
+def next_backoff_s(attempts: int, *, base_s: float, cap_s: float) -> float:
+    """Seconds to wait after ``attempts`` failed tries: ``base_s`` doubling each time, capped.
+
+    ``attempts`` ≤ 1 gives ``base_s``; the exponent is bounded so a huge count cannot overflow.
+    """
+    if base_s < 0 or cap_s < 0:
+        raise ValueError(f"back-off needs non-negative seconds, not base_s={base_s} cap_s={cap_s}")
+    exponent = min(max(attempts - 1, 0), 62)
+    return float(min(cap_s, base_s * (2**exponent)))
+
+
+def _parse_time(value: str) -> datetime:
+    parsed = datetime.fromisoformat(value)
+    # Naive timestamps are taken as UTC so that they compare with aware ones instead of raising.
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+# Named, in Item's field order, so a column added later cannot shift the fields.
+_ITEM_COLUMNS: Final = "digest, kind, name, state, attempts, next_attempt_at, detail, output, error, first_seen, updated"
+
+
+def _item(row: sqlite3.Row) -> Item:
+    return Item(*row)
+
+
+class Ledger:
+    """A SQLite ledger in one file. Open with :meth:`open`; close with :meth:`close` or ``with``."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path: Final = path
+        self._db = connection
+
+    @classmethod
+    def open(cls, path: Path) -> Ledger:
+        """Open (and create if needed) the ledger at ``path``.
+
+        Raises :class:`LedgerError` if the file is not a usable ledger database.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            connection = sqlite3.connect(path, timeout=30.0)
+        except sqlite3.Error as exc:
+            raise LedgerError(
+                f"cannot open the ledger {path} ({exc}); check the state directory's permissions"
+            ) from None
+        connection.row_factory = sqlite3.Row
+        try:
+            cls._prepare(connection, path)
+        except sqlite3.DatabaseError as exc:
+            connection.close()
+            raise LedgerError(
+                f"the ledger {path} is not a readable database ({exc}); stop the daemon, move the "
+                f"file aside (for example to {path.name}.corrupt) and start again — a new, empty "
+                "ledger is created and inputs still in the inbox are processed again"
+            ) from None
+        except LedgerError:
+            connection.close()
+            raise
+        return cls(path, connection)
+
+    @staticmethod
+    def _prepare(connection: sqlite3.Connection, path: Path) -> None:
+        # quick_check reads every page header: a damaged file fails here, at start-up, with a
+        # sentence — not later, halfway through an item.
+        (check,) = connection.execute("PRAGMA quick_check").fetchone()
+        if check != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {check}")
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise LedgerError(
+                f"the ledger {path} was written by a newer portfolio-optimiser (schema {version}, "
+                f"this one knows {SCHEMA_VERSION}); upgrade, or point --workspace elsewhere"
+            )
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        with connection:
+            connection.executescript(_SCHEMA)
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._db:  # commits on return, rolls back on an exception
+            return self._db.execute(sql, params).rowcount
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def get(self, digest: str) -> Item | None:
+        row = self._db.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM items WHERE digest = ?", (digest,)
+        ).fetchone()
+        return None if row is None else _item(row)
+
+    def _require(self, digest: str) -> Item:
+        item = self.get(digest)
+        if item is None:
+            raise LedgerError(f"the ledger {self.path} has no item {digest}; call begin() first")
+        return item
+
+    def begin(self, digest: str, *, kind: Kind, name: str, now: str) -> Item:
+        """Record a newly claimed input; if its content is already known, return that row as is.
+
+        The existing row is left untouched so a re-drop of identical content cannot undo a
+        ``done`` or ``failed``: the caller reads ``state`` and decides (duplicate, or retry).
+        """
+        if kind not in get_args(Kind):
+            raise ValueError(f"kind must be 'bundle' or 'verdict', not {kind!r}")
+        self._write(
+            "INSERT OR IGNORE INTO items (digest, kind, name, state, attempts, first_seen, updated)"
+            " VALUES (?, ?, ?, 'claimed', 0, ?, ?)",
+            (digest, kind, name, now, now),
+        )
+        return self._require(digest)
+
+    def mark(
+        self,
+        digest: str,
+        state: State,
+        *,
+        now: str,
+        detail: str | None = None,
+        output: str | None = None,
+        error: str | None = None,
+    ) -> Item:
+        """Move an item to ``state``; ``detail``, ``output`` and ``error`` are replaced as given.
+
+        The row describes the item's current state, not its history, so a ``done`` after a
+        ``retry`` carries no stale error. Leaving a state clears ``next_attempt_at``; marking
+        ``retry`` keeps it (:meth:`schedule_retry` sets it and counts the attempt; a ``retry``
+        without a time is due at once — ``retry NAME`` after a quarantine).
+        """
+        if state not in STATES:
+            raise ValueError(f"state must be one of {', '.join(STATES)}, not {state!r}")
+        self._require(digest)
+        self._write(
+            "UPDATE items SET state = ?,"
+            " next_attempt_at = CASE WHEN ? = 'retry' THEN next_attempt_at END,"
+            " detail = ?, output = ?, error = ?, updated = ? WHERE digest = ?",
+            (state, state, detail, output, error, now, digest),
+        )
+        return self._require(digest)
+
+    def schedule_retry(self, digest: str, *, now: str, at: str, error: str | None = None) -> Item:
+        """Count one more failed attempt and schedule the next try at ``at`` (a transient failure)."""
+        self._require(digest)
+        _parse_time(at)  # a malformed time would make the item never (or always) due
+        self._write(
+            "UPDATE items SET state = 'retry', attempts = attempts + 1, next_attempt_at = ?,"
+            " error = ?, updated = ? WHERE digest = ?",
+            (at, error, now, digest),
+        )
+        return self._require(digest)
+
+    def items(self, state: State | None = None) -> list[Item]:
+        """Items in the order they were first recorded, optionally only those in ``state``."""
+        if state is None:
+            rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items ORDER BY rowid").fetchall()
+        else:
+            rows = self._db.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = ? ORDER BY rowid", (state,)
+            ).fetchall()
+        return [_item(row) for row in rows]
+
+    def due_retries(self, *, now: str) -> list[Item]:
+        """Items in ``retry`` whose next try is at or before ``now``, compared as instants."""
+        instant = _parse_time(now)
+        return [
+            item
+            for item in self.items("retry")
+            if item.next_attempt_at is None or _parse_time(item.next_attempt_at) <= instant
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """How many items are in each state; every state is present, zero if empty."""
+        counts: dict[str, int] = dict.fromkeys(STATES, 0)
+        for row in self._db.execute("SELECT state, COUNT(*) AS n FROM items GROUP BY state"):
+            counts[row["state"]] = row["n"]
+        return counts
+
+    # -- verdicts -------------------------------------------------------------------------------
+
+    def record_verdict(
+        self, candidate_id: str, digest: str, name: str, decision: str, now: str
+    ) -> bool:
+        """Append a verdict to the candidate's history; False if it is already the latest.
+
+        Re-recording the latest verdict (a crash between this and marking the item ``done``) adds
+        nothing; an edit back to an earlier verdict is a new entry and wins again.
+        """
+        latest = self.latest_verdict(candidate_id)
+        if latest is not None and latest.digest == digest:
+            return False
+        self._write(
+            "INSERT INTO verdicts (candidate_id, digest, name, decision, recorded_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (candidate_id, digest, name, decision, now),
+        )
+        return True
+
+    def verdict_history(self, candidate_id: str) -> list[VerdictRow]:
+        """Every verdict recorded for the candidate, oldest first."""
+        # Ordered by insertion (seq), not recorded_at: a wall clock stepped back must not let an
+        # older edit win over a newer one.
+        rows = self._db.execute(
+            "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts"
+            " WHERE candidate_id = ? ORDER BY seq",
+            (candidate_id,),
+        ).fetchall()
+        return [VerdictRow(*row) for row in rows]
+
+    def latest_verdict(self, candidate_id: str) -> VerdictRow | None:
+        """The verdict recorded last for the candidate (last write wins); None if there is none."""
+        row = self._db.execute(
+            "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts"
+            " WHERE candidate_id = ? ORDER BY seq DESC LIMIT 1",
+            (candidate_id,),
+        ).fetchone()
+        return None if row is None else VerdictRow(*row)
+
+    # -- candidates -----------------------------------------------------------------------------
+
+    def add_candidates(
+        self,
+        run_id: str,
+        project_id: str,
+        rows: Iterable[tuple[str, str, str | None, str | None]],
+        *,
+        now: str | None = None,
+    ) -> int:
+        """Record the candidates a run published, in one transaction; returns how many.
+
+        Each row is a :class:`CandidateInput` or a plain tuple in its order. Candidate ids are
+        minted from content, so an id seen again in a later run is the same candidate: its row is
+        updated to point at the newest run. ``recorded_at`` is ``now`` when given, else NULL.
+        """
+        values = [
+            (candidate_id, project_id, run_id, key_json, assessment, disagreement, now)
+            for candidate_id, key_json, assessment, disagreement in rows
+        ]
+        with self._db:
+            self._db.executemany(
+                "INSERT INTO candidates (candidate_id, project_id, run_id, key_json, assessment,"
+                " disagreement, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (candidate_id) DO UPDATE SET project_id = excluded.project_id,"
+                " run_id = excluded.run_id, key_json = excluded.key_json,"
+                " assessment = excluded.assessment, disagreement = excluded.disagreement,"
+                " recorded_at = excluded.recorded_at",
+                values,
+            )
+        return len(values)
+
+    def candidate(self, candidate_id: str) -> CandidateRow | None:
+        """The candidate with this id, or None when no run published it."""
+        row = self._db.execute(
+            "SELECT candidate_id, project_id, run_id, key_json, assessment, disagreement,"
+            " recorded_at FROM candidates WHERE candidate_id = ?",
+            (candidate_id,),
+        ).fetchone()
+        return None if row is None else CandidateRow(*row)

@@ -1,0 +1,471 @@
+"""The processor: what ``once`` and ``run`` share — scan, decide readiness, process one item.
+
+Decides: what happens to each inbox entry, in the only safe order. A bundle is claimed by atomic
+rename (so it is processed once), hashed, looked up in the ledger (identical content is reported,
+not re-run, not re-charged), run through the pipeline, published (outputs, then the spend file,
+then the ledger), and only then leaves for ``bundles/projects/``. A permanent problem quarantines
+it with a report saying what, where and how to fix; a transient one retries with back-off from its
+claimed place; a project the budget cannot fund waits in the inbox, unclaimed and not failed.
+Verdicts are read in place (``verdicts``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.learning import (
+    VerdictStore,
+    load_verdicts_from_dir,
+    seed_store_from_bundle,
+)
+from portfolio_optimiser.outputs.writer import schema_ref_for, write_run_outputs
+from portfolio_optimiser.pipeline.budget import (
+    Budget,
+    PortfolioBudget,
+    PortfolioMeter,
+    read_spend,
+    write_spend,
+)
+from portfolio_optimiser.pipeline.run import (
+    ClientFactory,
+    ReasoningSession,
+    RunSettings,
+    default_client_factory,
+    run_project,
+)
+from portfolio_optimiser.reasoning.environment import admission_for
+from portfolio_optimiser.reasoning.store import Store
+
+from .archive import ArchiveError, extract_bundle
+from .claim import claim, content_digest, release, same_filesystem
+from .filters import InboxFilter
+from .ledger import Ledger, next_backoff_s
+from .stability import StabilityTracker, snapshot
+from .verdicts import REPORT_SUFFIX, VerdictState, ingest_verdict
+from .workspace import Workspace
+
+__all__ = ["ItemResult", "Processor"]
+
+Clock = Callable[[], float]
+_TRANSIENT = frozenset(
+    {errno.ENOSPC, errno.EIO, errno.EBUSY, errno.EAGAIN, errno.EDQUOT, errno.ETIMEDOUT}
+)
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    name: str
+    kind: str
+    state: str
+    message: str = ""
+    output: Path | None = None
+
+
+def _iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Processor:
+    workspace: Workspace
+    config: Config
+    ledger: Ledger
+    clock: Clock
+    log: Any
+    client_factory: ClientFactory = default_client_factory
+    environ: dict[str, str] | None = None
+    waiting: dict[str, str] = field(default_factory=dict)
+    """Bundles left in the inbox for now, with the reason (shown by ``status``)."""
+    history: list[ItemResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.filter = InboxFilter()
+        self.bundles = StabilityTracker(self.config.daemon.stability_seconds)
+        self.verdict_quiet = StabilityTracker(self.config.daemon.verdict_quiet_seconds)
+        ws = self.workspace
+        # Claims are renames: the claim folder must sit on the inbox's file system.
+        self.claimed_dir = (
+            ws.claimed
+            if same_filesystem(ws.inbox_projects, ws.state)
+            else ws.root / "inbox" / ".claimed"
+        )
+        self.claimed_dir.mkdir(parents=True, exist_ok=True)
+        self.reasoning_store = Store(ws.state)
+
+    # -- hints and scans -------------------------------------------------------------------------
+
+    def observe(self, entry: Path, *, moved_in: bool = False) -> None:
+        now = self.clock()
+        if entry.parent == self.workspace.inbox_verdicts:
+            if self.filter.is_verdict_candidate(entry):
+                self._verdict(entry, quiet=False)  # valid bytes are complete at once
+                if entry.exists() and not self._settled(entry):
+                    self.verdict_quiet.observe(entry, snapshot(entry), now=now)
+            return
+        if not (self.filter.is_bundle_candidate(entry)):
+            return
+        if moved_in:
+            self.bundles.moved_in(entry, now=now)
+        else:
+            self.bundles.observe(entry, snapshot(entry), now=now)
+
+    def _settled(self, verdict: Path) -> bool:
+        """Whether the verdict's current bytes already reached a final state."""
+        report = verdict.with_name(verdict.name + REPORT_SUFFIX)
+        try:
+            import hashlib
+
+            digest = hashlib.sha256(verdict.read_bytes()).hexdigest()
+        except OSError:
+            return True
+        item = self.ledger.get(digest)
+        return (
+            item is not None
+            and item.state in {"done", "failed"}
+            and (item.state == "done" or report.exists())
+        )
+
+    def scan(self) -> None:
+        """Look at every top-level entry: events are hints, the disk is the truth."""
+        for inbox in (self.workspace.inbox_projects, self.workspace.inbox_verdicts):
+            if not inbox.is_dir():
+                continue
+            for entry in sorted(inbox.iterdir()):
+                self.observe(entry)
+
+    def step(self, *, stop: Callable[[], bool] = lambda: False) -> list[ItemResult]:
+        """Process everything that is ready now, one item at a time."""
+        results: list[ItemResult] = []
+        now = self.clock()
+        for verdict in self.verdict_quiet.ready(now=now):
+            if verdict.exists():
+                results.append(self._verdict(verdict, quiet=True))
+        for claimed in self._due_retries(now):
+            if stop():
+                return results
+            results.append(self._process_claimed(claimed, name=claimed.name.split("-", 1)[-1]))
+        for entry in self.bundles.ready(now=now):
+            if stop():
+                break
+            if entry.exists():
+                results.append(self.process_bundle(entry))
+        self.history.extend(results)
+        return results
+
+    def pending(self) -> int:
+        return self.bundles.pending_count + self.verdict_quiet.pending_count
+
+    # -- verdicts --------------------------------------------------------------------------------
+
+    def _verdict(self, path: Path, *, quiet: bool) -> ItemResult:
+        now = self.clock()
+        admission = admission_for(
+            self.config, now=datetime.fromtimestamp(now, UTC), environ=self.environ
+        )
+        outcome = ingest_verdict(
+            path,
+            ledger=self.ledger,
+            store=self.reasoning_store,
+            admission=admission,
+            wiki_root=self.workspace.wiki,
+            now_iso=_iso(now),
+            quiet=quiet,
+        )
+        if outcome.state is VerdictState.INGESTED:
+            self.verdict_quiet.forget(path)
+            self.log.info(
+                "verdict ingested",
+                file=path.name,
+                candidate=outcome.candidate_id,
+                result=outcome.message,
+                promoted=str(outcome.promoted) if outcome.promoted else None,
+                retracted=outcome.retracted,
+            )
+        elif outcome.state is VerdictState.REPORTED:
+            self.verdict_quiet.forget(path)
+            self.log.warning("verdict refused", file=path.name, problem=outcome.message)
+        return ItemResult(path.name, "verdict", outcome.state.value, outcome.message)
+
+    # -- bundles ---------------------------------------------------------------------------------
+
+    def _budget_refusal(self) -> str | None:
+        spend = read_spend(
+            self.workspace.spend_file
+        )  # strict: a corrupt ledger stops, never reads zero
+        remaining = self.config.budget.portfolio_tokens - spend.spent_tokens
+        if remaining < self.config.budget.run_tokens:
+            return (
+                f"waiting for budget: {remaining} portfolio tokens left, a run may use "
+                f"{self.config.budget.run_tokens}; raise budget.portfolio_tokens to continue"
+            )
+        return None
+
+    def process_bundle(self, entry: Path) -> ItemResult:
+        refusal = self._budget_refusal()
+        if refusal is not None:
+            self.waiting[entry.name] = refusal
+            self.log.info("bundle waits", bundle=entry.name, reason=refusal)
+            return ItemResult(entry.name, "bundle", "waiting", refusal)
+        self.waiting.pop(entry.name, None)
+        claimed = claim(entry, self.claimed_dir)
+        if claimed is None:
+            return ItemResult(
+                entry.name, "bundle", "gone", "it left the inbox before it was claimed"
+            )
+        return self._process_claimed(claimed, name=entry.name)
+
+    def recover(self) -> list[ItemResult]:
+        """Finish what a crash left claimed: the ledger makes every step idempotent."""
+        from .claim import recover
+
+        return [
+            self._process_claimed(path, name=path.name.split("-", 1)[-1])
+            for path in recover(self.claimed_dir)
+        ]
+
+    def _due_retries(self, now: float) -> list[Path]:
+        due = []
+        for item in self.ledger.items("retry"):
+            if item.next_attempt_at and item.next_attempt_at <= _iso(now) and item.output:
+                path = Path(item.output)
+                if path.exists():
+                    due.append(path)
+        return due
+
+    def _process_claimed(self, claimed: Path, *, name: str) -> ItemResult:
+        now = self.clock()
+        try:
+            digest = content_digest(claimed)
+        except (OSError, ValueError) as exc:
+            return self._quarantine(
+                claimed,
+                name,
+                None,
+                f"{name}: cannot be read ({exc}); check its permissions and drop it again",
+            )
+        known = self.ledger.get(digest)
+        if known is not None and known.state == "done":
+            destination = release(claimed, self.workspace.duplicates / name)
+            publish_text(
+                destination.with_name(destination.name + ".duplicate.txt"),
+                f"{name} has the same content as a bundle already run ({known.detail or known.name}); it was not run again and nothing was charged.\n",
+            )
+            self.log.info("duplicate bundle", bundle=name, first=known.name)
+            return ItemResult(name, "bundle", "duplicate", f"identical to {known.name}")
+        if known is not None and known.state == "failed":
+            return self._quarantine(
+                claimed, name, digest, known.error or "it failed before with the same content"
+            )
+        if known is None:
+            self.ledger.begin(digest, kind="bundle", name=name, now=_iso(now))
+            known = self.ledger.get(digest)
+        first_seen = known.first_seen if known is not None else _iso(now)
+        try:
+            bundle = self._bundle_root(claimed)
+            result = self._run(bundle, digest, first_seen, name)
+        except (BundleError, ArchiveError) as exc:
+            return self._quarantine(claimed, name, digest, str(exc))
+        except OSError as exc:
+            if exc.errno in _TRANSIENT:
+                return self._retry_later(claimed, name, digest, f"{exc.strerror}")
+            raise
+        return result
+
+    def _bundle_root(self, claimed: Path) -> Path:
+        if claimed.is_dir():
+            return claimed
+        # Unpacked beside the claimed archive under a dot-name, which recover() skips; a half
+        # extraction left by a crash is cleared first, the archive itself is the truth.
+        unpacked = claimed.with_name(f".{claimed.name}.d")
+        if unpacked.exists():
+            shutil.rmtree(unpacked)
+        return extract_bundle(claimed, unpacked)
+
+    def _run(self, bundle: Path, digest: str, first_seen: str, name: str) -> ItemResult:
+        ws, config = self.workspace, self.config
+        stamp = first_seen  # the run's timestamp is when its content was first seen: stable across restarts
+        run_id = f"{first_seen[:10].replace('-', '')}-{digest[:10]}"
+        spend = read_spend(ws.spend_file)
+        verdicts = self._learning_store()
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        admission = admission_for(
+            config, now=now, environ=self.environ, clock=lambda: datetime.now(UTC)
+        )
+        budget = Budget(
+            run_tokens=config.budget.run_tokens,
+            call_tokens=config.budget.call_tokens,
+            max_rounds=max(config.stop.max_rounds, config.stop.max_attempts) * 4,
+        )
+        meter = PortfolioMeter(
+            PortfolioBudget(
+                total_tokens=config.budget.portfolio_tokens, per_run_claim=config.budget.run_tokens
+            ),
+            spent=spend.spent_tokens,
+        )
+        result = asyncio.run(
+            run_project(
+                bundle,
+                verdicts=verdicts,
+                budget=budget,
+                settings=RunSettings.from_config(config),
+                reasoning=ReasoningSession(self.reasoning_store, admission),
+                run_id=run_id,
+                portfolio_meter=meter,
+                client_factory=self.client_factory,
+            )
+        )
+        run_folder = ws.outbox / "runs" / result.project_id / run_id
+        folder = write_run_outputs(
+            result,
+            outbox=ws.outbox,
+            run_id=run_id,
+            stamp=stamp,
+            schema_ref=schema_ref_for(run_folder, ws.root),
+        )
+        charged_id = f"{result.project_id}/{run_id}"
+        spend = read_spend(ws.spend_file)
+        if all(
+            run.run_id != charged_id for run in spend.runs
+        ):  # charged once, even after a crash here
+            tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
+            write_spend(
+                ws.spend_file,
+                spend.add_run(
+                    run_id=charged_id,
+                    project_id=result.project_id,
+                    tokens=tokens,
+                    budget_stop=result.budget_stop,
+                ),
+                stamp=_iso(self.clock()),
+            )
+        self.ledger.add_candidates(
+            run_id,
+            result.project_id,
+            [
+                (
+                    c.candidate.id,
+                    json.dumps(
+                        {
+                            "project_id": c.candidate.project_id,
+                            "affected_codes": list(c.candidate.affected_codes),
+                            "measure_type": c.candidate.measure_type,
+                            "saving_literal": c.candidate.saving_literal,
+                        }
+                    ),
+                    c.assessment,
+                    c.disagreement,
+                )
+                for c in result.candidates
+            ],
+        )
+        self.ledger.mark(
+            digest,
+            "done",
+            now=_iso(self.clock()),
+            detail=f"{result.project_id} run {run_id}",
+            output=str(folder),
+        )
+        self._settle_input(bundle, result.project_id)
+        self.log.info(
+            "bundle processed",
+            project=result.project_id,
+            run=run_id,
+            candidates=len(result.candidates),
+            ran_locally=result.ran_locally,
+            budget_stop=result.budget_stop,
+            outputs=str(folder),
+        )
+        return ItemResult(
+            bundle.name, "bundle", "done", f"{len(result.candidates)} candidates", folder
+        )
+
+    def _settle_input(self, bundle: Path, project_id: str) -> None:
+        """The input leaves only now that outputs, spend and ledger are durable."""
+        target = self.workspace.bundles_projects / project_id
+        if target.exists():
+            superseded = (
+                self.workspace.bundles_projects
+                / ".superseded"
+                / f"{project_id}-{int(self.clock())}"
+            )
+            superseded.parent.mkdir(parents=True, exist_ok=True)
+            target.rename(superseded)
+        release(bundle, target)
+        if bundle.name.startswith(".") and bundle.name.endswith(".d"):
+            archive = bundle.with_name(bundle.name[1:].removesuffix(".d"))
+            if archive.exists():
+                archive.unlink()  # the unpacked bundle now lives in bundles/projects/
+
+    def _learning_store(self) -> VerdictStore:
+        """Seeded afresh for every run: the wiki's promoted verdicts, then the verdict inbox."""
+        store = seed_store_from_bundle(self.workspace.wiki)
+        load_verdicts_from_dir(self.workspace.inbox_verdicts, store)
+        return store
+
+    def _quarantine(
+        self, claimed: Path, name: str, digest: str | None, sentence: str
+    ) -> ItemResult:
+        destination = release(claimed, self.workspace.failed / name)
+        report = destination.with_name(destination.name + ".error.txt")
+        publish_text(
+            report,
+            f"{sentence}\n\nWhat to do: fix the bundle (it is in {destination.relative_to(self.workspace.root)}), then run\n"
+            f"    portfolio-optimiser retry {destination.name}\nor drop the corrected folder into inbox/projects/ again.\n",
+        )
+        if digest is not None:
+            self.ledger.mark(
+                digest, "failed", now=_iso(self.clock()), error=sentence, output=str(destination)
+            )
+        self.log.warning("bundle quarantined", bundle=name, problem=sentence, report=str(report))
+        return ItemResult(name, "bundle", "failed", sentence, destination)
+
+    def _retry_later(self, claimed: Path, name: str, digest: str, why: str) -> ItemResult:
+        item = self.ledger.get(digest)
+        attempts = item.attempts if item is not None else 0
+        if attempts >= self.config.daemon.retry_limit:
+            return self._quarantine(
+                claimed,
+                name,
+                digest,
+                f"{name}: gave up after {attempts} attempts ({why}); free the resource and retry",
+            )
+        delay = next_backoff_s(
+            attempts, base_s=self.config.daemon.retry_backoff_seconds, cap_s=3600
+        )
+        self.ledger.schedule_retry(digest, now=_iso(self.clock()), at=_iso(self.clock() + delay))
+        self.ledger.mark(digest, "retry", now=_iso(self.clock()), output=str(claimed), error=why)
+        self.log.warning("bundle will be retried", bundle=name, reason=why, in_seconds=delay)
+        return ItemResult(name, "bundle", "retry", why)
+
+
+def retry_quarantined(workspace: Workspace, ledger: Ledger, name: str, *, now_iso: str) -> Path:
+    """Put a quarantined bundle back into the inbox (``retry NAME``)."""
+    source = workspace.failed / name
+    if not source.exists():
+        known = (
+            sorted(p.name for p in workspace.failed.iterdir() if not p.name.endswith(".txt"))
+            if workspace.failed.is_dir()
+            else []
+        )
+        raise FileNotFoundError(
+            f"nothing named {name!r} is quarantined in outbox/failed/ (there: {', '.join(known) or 'nothing'})"
+        )
+    digest = content_digest(source)
+    if ledger.get(digest) is not None:
+        ledger.mark(digest, "retry", now=now_iso, error=None)
+    destination = release(source, workspace.inbox_projects / name)
+    with contextlib.suppress(FileNotFoundError):
+        (workspace.failed / f"{name}.error.txt").unlink()
+    return destination

@@ -1,0 +1,266 @@
+"""Verdicts in place: an expert's JSON file is read where it lies and never moved.
+
+Decides: whether a verdict file is ready, valid and about a known candidate, and what follows from
+it. The expert may still have the file open, so it is never moved or rewritten; its bytes are
+hashed, and the ledger remembers what each content did. Bytes that do not parse while the file is
+still changing are "not ready" (editors that truncate, then write); once the file has been quiet,
+the problem is reported in ``NAME.json.error.txt`` beside it, and that report is removed when the
+file is fixed. A valid verdict is recorded (id verbatim; an edit replaces the earlier verdict for
+the candidate, the history stays in the ledger), resolves the candidate's open disagreement with
+the expert's decision as evidence, and — only if it approves — is promoted into the wiki. An edit
+that withdraws an approval retracts the promoted page; it never stays standing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser.context.verdict import Verdict, VerdictError, parse_verdict
+from portfolio_optimiser.learning.promotion import promote_verdict, retract_verdict
+from portfolio_optimiser.learning.verdict_store import CandidateKey
+from portfolio_optimiser.reasoning.availability import ConsultationStatus
+from portfolio_optimiser.reasoning.records import (
+    ConclusionInput,
+    ConsultationInput,
+    DisagreementInput,
+    Evidence,
+    EvidenceKind,
+    ResolutionInput,
+    StoredConclusion,
+    StoredPlan,
+    ValidationInput,
+)
+from portfolio_optimiser.reasoning.store import Refusal, Store, open_disagreements
+
+from .ledger import Ledger
+
+__all__ = ["REPORT_SUFFIX", "VerdictOutcome", "VerdictState", "ingest_verdict", "report_path"]
+
+REPORT_SUFFIX = ".error.txt"
+
+
+class VerdictState(StrEnum):
+    NOT_READY = "not_ready"
+    """Bytes that do not parse, in a file still being written: look again after the quiet period."""
+    INGESTED = "ingested"
+    ALREADY = "already"
+    """The same bytes were ingested before."""
+    REPORTED = "reported"
+    """A problem the expert must fix; the report is beside the file."""
+
+
+@dataclass(frozen=True)
+class VerdictOutcome:
+    state: VerdictState
+    message: str = ""
+    candidate_id: str | None = None
+    promoted: Path | None = None
+    retracted: bool = False
+
+
+def report_path(verdict_file: Path) -> Path:
+    return verdict_file.with_name(verdict_file.name + REPORT_SUFFIX)
+
+
+def _clear_report(verdict_file: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        report_path(verdict_file).unlink()
+
+
+def _report(verdict_file: Path, sentence: str, *, now_iso: str) -> None:
+    publish_text(
+        report_path(verdict_file),
+        f"{sentence}\n\nFix the file and save it again; this report disappears once the verdict is read.\n"
+        f"(checked {now_iso})\n",
+    )
+
+
+def ingest_verdict(
+    path: Path,
+    *,
+    ledger: Ledger,
+    store: Store | None,
+    admission: Any,
+    wiki_root: Path,
+    now_iso: str,
+    quiet: bool,
+) -> VerdictOutcome:
+    """Read one verdict file in place. ``quiet``: the file has not changed for the quiet period."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return VerdictOutcome(VerdictState.NOT_READY, "the file went away")
+    digest = hashlib.sha256(data).hexdigest()
+    known = ledger.get(digest)
+    if known is not None and known.state == "done":
+        _clear_report(path)
+        return VerdictOutcome(VerdictState.ALREADY, f"{path.name} was read before", known.detail)
+    try:
+        verdict = parse_verdict(data, path.name)
+    except VerdictError as exc:
+        if not quiet:
+            return VerdictOutcome(VerdictState.NOT_READY, str(exc))
+        _report(path, str(exc), now_iso=now_iso)
+        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
+        ledger.mark(digest, "failed", now=now_iso, error=str(exc))
+        return VerdictOutcome(VerdictState.REPORTED, str(exc))
+    candidate = ledger.candidate(verdict.id)
+    if candidate is None:
+        sentence = (
+            f"{path.name} field id: {verdict.id!r} names no candidate of any run; copy the id verbatim "
+            "from a template in outbox/runs/<project>/<run>/verdicts/"
+        )
+        _report(path, sentence, now_iso=now_iso)
+        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
+        ledger.mark(digest, "failed", now=now_iso, error=sentence)
+        return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
+
+    previous = ledger.latest_verdict(verdict.id)
+    ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
+    key = _key_of(candidate.key_json)
+    promoted: Path | None = None
+    retracted = False
+    if verdict.approves:
+        promoted = promote_verdict(
+            verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
+        )
+    elif previous is not None and previous.decision in {"approved", "approved_with_adjustment"}:
+        retracted = retract_verdict(
+            verdict.id,
+            wiki_root=wiki_root,
+            at=now_iso,
+            reason=f"the expert's edit of {path.name} withdrew the approval",
+        )
+    if store is not None and admission is not None:
+        _record_reasoning(store, admission, candidate, verdict, path)
+    ledger.record_verdict(verdict.id, digest, path.name, verdict.decision.value, now_iso)
+    ledger.mark(digest, "done", now=now_iso, detail=verdict.id)
+    _clear_report(path)
+    return VerdictOutcome(
+        VerdictState.INGESTED,
+        f"{verdict.decision.value} by {verdict.reviewer}",
+        verdict.id,
+        promoted,
+        retracted,
+    )
+
+
+def _key_of(key_json: str | None) -> CandidateKey | None:
+    if not key_json:
+        return None
+    data = json.loads(key_json)
+    return CandidateKey(
+        project_id=data.get("project_id"),
+        affected_codes=tuple(data.get("affected_codes") or ()),
+        measure_type=data.get("measure_type"),
+        saving_literal=data.get("saving_literal"),
+    )
+
+
+def _record_reasoning(
+    store: Store, admission: Any, candidate: Any, verdict: Verdict, path: Path
+) -> None:
+    """The expert's verdict as evidence: it resolves an open disagreement, or validates a conclusion."""
+    if not candidate.assessment:
+        return
+    evidence = (
+        Evidence(
+            kind=EvidenceKind.VERDICT,
+            reference=path.name,
+            note=f"{verdict.decision.value} by {verdict.reviewer}",
+        ),
+    )
+    loaded = store.load()
+    assessment = loaded.by_id(candidate.assessment)
+    if assessment is None:
+        return
+    task = assessment.task
+    try:
+        for disagreement in open_disagreements(loaded, assessment.id):
+            body = disagreement.body
+            assert isinstance(body, DisagreementInput)
+            opposing = next((p.source for p in body.positions if p.source != "primary"), "neither")
+            store.record(
+                task,
+                ResolutionInput(
+                    disagreement=disagreement.id,
+                    experiment=f"the expert's verdict on candidate {verdict.id}",
+                    outcome=f"the expert decided {verdict.decision.value}",
+                    favours="primary" if verdict.approves else opposing,
+                    evidence=evidence,
+                ),
+                admission,
+            )
+        loaded = store.load()
+        conclusions = [
+            r
+            for r in loaded.of_kind("conclusion")
+            if isinstance(r.body, StoredConclusion) and r.body.assessment == assessment.id
+        ]
+        if conclusions:
+            store.record(
+                task,
+                ValidationInput(
+                    conclusion=conclusions[-1].id,
+                    check="expert verdict",
+                    outcome="pass" if verdict.approves else "fail",
+                    evidence=evidence,
+                ),
+                admission,
+            )
+            return
+        completed = _completed_consultations(loaded, assessment.id)
+        disagreements = tuple(
+            r.id
+            for r in loaded.of_kind("disagreement")
+            if isinstance(r.body, DisagreementInput) and r.body.assessment == assessment.id
+        )
+        conclusion = store.record(
+            task,
+            ConclusionInput(
+                assessment=assessment.id,
+                decision=("accept" if verdict.approves else "reject") + " per the expert's verdict",
+                rationale=verdict.rationale,
+                evidence=evidence,
+                consultations=completed,
+                disagreements=disagreements,
+                validation_plan=("the realised saving, measured against the baseline",),
+            ),
+            admission,
+        )
+        store.record(
+            task,
+            ValidationInput(
+                conclusion=conclusion.id,
+                check="expert verdict",
+                outcome="pass" if verdict.approves else "fail",
+                evidence=evidence,
+            ),
+            admission,
+        )
+    except Refusal:
+        # The verdict itself is durable in the ledger and the wiki; a record the writer refuses
+        # (for instance a conclusion a later one already supersedes) must not lose it.
+        return
+
+
+def _completed_consultations(loaded: Any, assessment_id: str) -> tuple[str, ...]:
+    plans = {
+        r.id
+        for r in loaded.of_kind("plan")
+        if isinstance(r.body, StoredPlan) and r.body.assessment == assessment_id
+    }
+    return tuple(
+        r.id
+        for r in loaded.of_kind("consultation")
+        if isinstance(r.body, ConsultationInput)
+        and r.body.plan in plans
+        and r.body.status is ConsultationStatus.COMPLETED
+    )

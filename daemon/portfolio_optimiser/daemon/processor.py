@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import errno
 import json
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -103,6 +104,17 @@ class Processor:
         )
         self.claimed_dir.mkdir(parents=True, exist_ok=True)
         self.reasoning_store = Store(ws.state)
+        # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim|after-outputs|after-spend
+        # makes the process die (os._exit(137), as if SIGKILLed) at that point, so the crash-safety
+        # tests can kill a run between two durable steps. Read once; unset in production.
+        self._test_fault = (self.environ if self.environ is not None else os.environ).get(
+            "PORTFOLIO_OPTIMISER_TEST_FAULT", ""
+        )
+
+    def _fault(self, point: str) -> None:
+        """TEST-ONLY: die here, without cleanup, when the test fault hook names ``point``."""
+        if self._test_fault == point:
+            os._exit(137)
 
     # -- hints and scans -------------------------------------------------------------------------
 
@@ -228,8 +240,13 @@ class Processor:
 
     def recover(self) -> list[ItemResult]:
         """Finish what a crash left claimed: the ledger makes every step idempotent."""
-        from .claim import recover
+        from .claim import recover, sweep_stale
 
+        # Output folders half-built by a crash: the writer's temp folders, an hour old or more.
+        runs = self.workspace.outbox / "runs"
+        for project in sorted(runs.iterdir()) if runs.is_dir() else []:
+            if project.is_dir():
+                sweep_stale(project, older_than_s=3600, now=self.clock())
         return [
             self._process_claimed(path, name=path.name.split("-", 1)[-1])
             for path in recover(self.claimed_dir)
@@ -246,6 +263,7 @@ class Processor:
 
     def _process_claimed(self, claimed: Path, *, name: str) -> ItemResult:
         now = self.clock()
+        self._fault("after-claim")
         try:
             digest = content_digest(claimed)
         except (OSError, ValueError) as exc:
@@ -334,6 +352,7 @@ class Processor:
             stamp=stamp,
             schema_ref=schema_ref_for(run_folder, ws.root),
         )
+        self._fault("after-outputs")
         charged_id = f"{result.project_id}/{run_id}"
         spend = read_spend(ws.spend_file)
         if all(
@@ -350,6 +369,7 @@ class Processor:
                 ),
                 stamp=_iso(self.clock()),
             )
+            self._fault("after-spend")
         self.ledger.add_candidates(
             run_id,
             result.project_id,

@@ -23,7 +23,11 @@ from typing import Any
 
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.context.verdict import Verdict, VerdictError, parse_verdict
-from portfolio_optimiser.learning.promotion import promote_verdict, retract_verdict
+from portfolio_optimiser.learning.promotion import (
+    PromotionRefused,
+    promote_verdict,
+    retract_verdict,
+)
 from portfolio_optimiser.learning.verdict_store import CandidateKey
 from portfolio_optimiser.reasoning.availability import ConsultationStatus
 from portfolio_optimiser.reasoning.records import (
@@ -125,12 +129,20 @@ def ingest_verdict(
     previous = ledger.latest_verdict(verdict.id)
     ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
     key = _key_of(candidate.key_json)
+    if key is not None and key.candidate_id() != verdict.id:
+        key = None  # an incomplete or foreign key: the verdict's own candidate summary decides
     promoted: Path | None = None
     retracted = False
     if verdict.approves:
-        promoted = promote_verdict(
-            verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
-        )
+        try:
+            promoted = promote_verdict(
+                verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
+            )
+        except PromotionRefused as exc:
+            sentence = f"{path.name}: {exc}"
+            _report(path, sentence, now_iso=now_iso)
+            ledger.mark(digest, "failed", now=now_iso, error=sentence)
+            return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
     elif previous is not None and previous.decision in {"approved", "approved_with_adjustment"}:
         retracted = retract_verdict(
             verdict.id,
@@ -138,18 +150,16 @@ def ingest_verdict(
             at=now_iso,
             reason=f"the expert's edit of {path.name} withdrew the approval",
         )
-    if store is not None and admission is not None:
-        _record_reasoning(store, admission, candidate, verdict, path)
+    note = (
+        _record_reasoning(store, admission, candidate, verdict, path) if store is not None else None
+    )
     ledger.record_verdict(verdict.id, digest, path.name, verdict.decision.value, now_iso)
     ledger.mark(digest, "done", now=now_iso, detail=verdict.id)
     _clear_report(path)
-    return VerdictOutcome(
-        VerdictState.INGESTED,
-        f"{verdict.decision.value} by {verdict.reviewer}",
-        verdict.id,
-        promoted,
-        retracted,
-    )
+    message = f"{verdict.decision.value} by {verdict.reviewer}"
+    if note:
+        message += f"; the reasoning record was refused: {note}"
+    return VerdictOutcome(VerdictState.INGESTED, message, verdict.id, promoted, retracted)
 
 
 def _key_of(key_json: str | None) -> CandidateKey | None:
@@ -166,10 +176,10 @@ def _key_of(key_json: str | None) -> CandidateKey | None:
 
 def _record_reasoning(
     store: Store, admission: Any, candidate: Any, verdict: Verdict, path: Path
-) -> None:
+) -> str | None:
     """The expert's verdict as evidence: it resolves an open disagreement, or validates a conclusion."""
-    if not candidate.assessment:
-        return
+    if not candidate.assessment or admission is None:
+        return None
     evidence = (
         Evidence(
             kind=EvidenceKind.VERDICT,
@@ -180,7 +190,7 @@ def _record_reasoning(
     loaded = store.load()
     assessment = loaded.by_id(candidate.assessment)
     if assessment is None:
-        return
+        return None
     task = assessment.task
     try:
         for disagreement in open_disagreements(loaded, assessment.id):
@@ -215,7 +225,7 @@ def _record_reasoning(
                 ),
                 admission,
             )
-            return
+            return None
         completed = _completed_consultations(loaded, assessment.id)
         disagreements = tuple(
             r.id
@@ -245,10 +255,11 @@ def _record_reasoning(
             ),
             admission,
         )
-    except Refusal:
+    except Refusal as exc:
         # The verdict itself is durable in the ledger and the wiki; a record the writer refuses
-        # (for instance a conclusion a later one already supersedes) must not lose it.
-        return
+        # (for instance a conclusion a later one already supersedes) must not lose it. Said, not hidden.
+        return str(exc)
+    return None
 
 
 def _completed_consultations(loaded: Any, assessment_id: str) -> tuple[str, ...]:

@@ -1,0 +1,401 @@
+"""The processor on a real workspace with an injected clock: no watcher, no sleeps (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.processor import Processor, retry_quarantined
+from portfolio_optimiser.daemon.workspace import Workspace
+from portfolio_optimiser.pipeline.budget import read_spend
+
+from .conftest import EXAMPLES
+
+SCHOOL = EXAMPLES / "portfolio" / "lillevik-school"
+START = 1_790_000_000.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = START
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    return ws
+
+
+@pytest.fixture
+def processor(workspace: Workspace, clock: Clock) -> Iterator[Processor]:
+    ledger = Ledger.open(workspace.ledger_file)
+    config = load_config().model_copy()
+    # CI sets CI=true; the processor reads the mode from this environment, pinned here.
+    yield Processor(
+        workspace,
+        config,
+        ledger,
+        clock,
+        structlog.get_logger("test"),
+        environ={"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"},
+    )
+    ledger.close()
+
+
+def drop_bundle(ws: Workspace, name: str = "lillevik-school", source: Path = SCHOOL) -> Path:
+    target = ws.inbox_projects / name
+    shutil.copytree(source, target)
+    return target
+
+
+def settle(processor: Processor, clock: Clock, seconds: float = 10) -> list[Any]:
+    processor.scan()
+    clock.advance(seconds)
+    return processor.step()
+
+
+def template(ws: Workspace, candidate: str = "c-d67b7045b6ae3f01") -> dict[str, Any]:
+    [path] = ws.outbox.glob(f"runs/*/*/verdicts/{candidate}.json")
+    data: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    return data
+
+
+def save_verdict(ws: Workspace, data: dict[str, Any], name: str | None = None) -> Path:
+    path = ws.inbox_verdicts / (name or f"{data['id']}.json")
+    tmp = path.with_name(".tmp-" + path.name)
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    tmp.rename(path)
+    return path
+
+
+@pytest.mark.loadbearing
+def test_a_bundle_created_in_place_waits_for_quiet_then_runs_once(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    entry = drop_bundle(workspace)
+    processor.scan()
+    assert processor.step() == []  # not quiet yet
+    clock.advance(processor.config.daemon.stability_seconds + 0.1)
+    [result] = processor.step()
+    assert result.state == "done"
+    assert not entry.exists()
+    assert (workspace.bundles_projects / "lillevik-school" / "index.md").is_file()
+    [run] = workspace.outbox.glob("runs/lillevik-school/*/proposals.json")
+    assert json.loads(run.read_text("utf-8"))["ran_locally"] is True
+    spend = read_spend(workspace.spend_file)
+    assert [r.project_id for r in spend.runs] == ["lillevik-school"]
+    assert processor.step() == []  # processed exactly once
+
+
+@pytest.mark.loadbearing
+def test_a_folder_moved_in_by_rename_is_ready_at_once(
+    workspace: Workspace, processor: Processor
+) -> None:
+    outside = workspace.root / "staging" / "lillevik-school"
+    shutil.copytree(SCHOOL, outside)
+    entry = workspace.inbox_projects / "lillevik-school"
+    outside.rename(entry)
+    processor.observe(entry, moved_in=True)
+    [result] = processor.step()
+    assert result.state == "done"
+
+
+@pytest.mark.loadbearing
+def test_a_redrop_of_identical_content_is_reported_not_rerun_nor_recharged(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    drop_bundle(workspace)
+    settle(processor, clock)
+    spent = read_spend(workspace.spend_file)
+    drop_bundle(workspace, "school-again")
+    [result] = settle(processor, clock)
+    assert result.state == "duplicate"
+    assert (workspace.duplicates / "school-again.duplicate.txt").is_file()
+    assert len(list(workspace.outbox.glob("runs/lillevik-school/*"))) == 1
+    assert read_spend(workspace.spend_file) == spent
+
+
+def test_changed_content_runs_again(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    drop_bundle(workspace)
+    settle(processor, clock)
+    changed = drop_bundle(workspace, "school-v2")
+    (changed / "context" / "note.md").write_text(
+        "---\ntype: note\n---\nA new note.\n", encoding="utf-8"
+    )
+    [result] = settle(processor, clock, seconds=86_400)  # a day later: another run id
+    assert result.state == "done"
+    assert len(list(workspace.outbox.glob("runs/lillevik-school/*"))) == 2
+
+
+@pytest.mark.loadbearing
+def test_a_bad_bundle_is_quarantined_with_a_report_and_retry_puts_it_back(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    entry = drop_bundle(workspace, "broken")
+    (entry / "cost" / "07-utendors.md").write_text(
+        '---\ntype: cost-line\ncode: "07"\namount_nok: twelve\n---\n', encoding="utf-8"
+    )
+    for stray in (entry / "cost").glob("07*"):
+        if stray.name != "07-utendors.md":
+            stray.unlink()
+    [result] = settle(processor, clock)
+    assert result.state == "failed"
+    report = (workspace.failed / "broken.error.txt").read_text("utf-8")
+    assert "amount_nok" in report and "not a number" in report and "retry broken" in report
+    assert (workspace.failed / "broken" / "index.md").is_file()  # nothing lost
+    retry_quarantined(workspace, processor.ledger, "broken", now_iso="2026-11-30T12:00:00Z")
+    assert (workspace.inbox_projects / "broken").is_dir()
+    assert not (workspace.failed / "broken.error.txt").exists()
+
+
+def test_a_project_the_budget_cannot_fund_waits_unclaimed(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    processor.config = processor.config.model_copy(
+        update={
+            "budget": processor.config.budget.model_copy(
+                update={"portfolio_tokens": 10, "run_tokens": 100}
+            )
+        }
+    )
+    entry = drop_bundle(workspace)
+    [result] = settle(processor, clock)
+    assert result.state == "waiting"
+    assert entry.is_dir()
+    assert "waiting for budget" in processor.waiting["lillevik-school"]
+
+
+@pytest.mark.loadbearing
+def test_an_unfinished_claim_is_finished_at_start_up(
+    workspace: Workspace, processor: Processor
+) -> None:
+    from portfolio_optimiser.daemon.claim import claim
+
+    claimed = claim(drop_bundle(workspace), processor.claimed_dir)
+    assert claimed is not None
+    [result] = processor.recover()
+    assert result.state == "done"
+    assert not claimed.exists()
+
+
+# --- verdicts in place ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def processed(workspace: Workspace, processor: Processor, clock: Clock) -> Processor:
+    drop_bundle(workspace)
+    settle(processor, clock)
+    return processor
+
+
+@pytest.mark.loadbearing
+def test_a_valid_verdict_is_ingested_at_once_and_promoted(
+    workspace: Workspace, processed: Processor
+) -> None:
+    data = template(workspace) | {"decision": "approved", "rationale": "Checked.", "reviewer": "KE"}
+    path = save_verdict(workspace, data)
+    processed.observe(path)  # no quiet period for bytes that parse and validate
+    page = workspace.wiki / "verdicts" / "c-d67b7045b6ae3f01.md"
+    assert page.is_file()
+    front = read_concept(page, "verdicts/c-d67b7045b6ae3f01.md").frontmatter
+    assert front["verified"]["by"] == "human:KE"
+    assert path.exists()  # never moved: the expert may still have it open
+    assert "verdicts/c-d67b7045b6ae3f01.md" in (workspace.wiki / "index.md").read_text("utf-8")
+
+
+@pytest.mark.loadbearing
+def test_half_saved_bytes_wait_for_quiet_then_get_a_report_that_goes_when_fixed(
+    workspace: Workspace, processed: Processor, clock: Clock
+) -> None:
+    path = workspace.inbox_verdicts / "c-d67b7045b6ae3f01.json"
+    path.write_bytes(b'{"id": "c-d67b7045b6ae3f01", "decision": "appr')  # an editor mid-write
+    processed.observe(path)
+    report = path.with_name(path.name + ".error.txt")
+    assert not report.exists()  # inside the quiet window: not ready, not broken
+    clock.advance(processed.config.daemon.verdict_quiet_seconds + 0.1)
+    processed.step()
+    assert report.is_file() and "line 1" in report.read_text("utf-8")
+    data = template(workspace) | {
+        "decision": "rejected",
+        "rationale": "Deferral only.",
+        "reviewer": "KE",
+    }
+    save_verdict(workspace, data)
+    processed.observe(path)
+    assert not report.exists()
+
+
+def test_a_trailing_comma_is_reported_with_line_and_column(
+    workspace: Workspace, processed: Processor, clock: Clock
+) -> None:
+    path = workspace.inbox_verdicts / "v.json"
+    path.write_bytes(
+        b'\xef\xbb\xbf{\r\n  "id": "c-d67b7045b6ae3f01",\r\n  "decision": "approved",\r\n}\r\n'
+    )
+    processed.observe(path)
+    clock.advance(10)
+    processed.step()
+    assert "line 3, column 25: trailing comma" in path.with_name("v.json.error.txt").read_text(
+        "utf-8"
+    )
+
+
+def test_an_unknown_candidate_id_is_named(workspace: Workspace, processed: Processor) -> None:
+    data = template(workspace) | {
+        "id": "c-0000000000000000",
+        "decision": "approved",
+        "rationale": "x",
+        "reviewer": "KE",
+    }
+    path = save_verdict(workspace, data)
+    processed.observe(path)
+    assert "'c-0000000000000000' names no candidate" in path.with_name(
+        path.name + ".error.txt"
+    ).read_text("utf-8")
+
+
+@pytest.mark.loadbearing
+def test_an_edit_that_withdraws_an_approval_retracts_the_page(
+    workspace: Workspace, processed: Processor
+) -> None:
+    base = template(workspace)
+    processed.observe(
+        save_verdict(
+            workspace, base | {"decision": "approved", "rationale": "Fine.", "reviewer": "KE"}
+        )
+    )
+    processed.observe(
+        save_verdict(
+            workspace,
+            base | {"decision": "rejected", "rationale": "Not after all.", "reviewer": "KE"},
+        )
+    )
+    page = workspace.wiki / "verdicts" / "c-d67b7045b6ae3f01.md"
+    assert read_concept(page, "verdicts/x.md").frontmatter["status"] == "deprecated"
+    assert "**Deprecation**" in (workspace.wiki / "log.md").read_text("utf-8")
+    history = processed.ledger.verdict_history("c-d67b7045b6ae3f01")
+    assert [row.decision for row in history] == ["approved", "rejected"]
+    from portfolio_optimiser.learning import seed_store_from_bundle
+
+    assert seed_store_from_bundle(workspace.wiki).approved() == []
+
+
+def test_the_same_verdict_bytes_are_read_once(workspace: Workspace, processed: Processor) -> None:
+    path = save_verdict(
+        workspace,
+        template(workspace) | {"decision": "approved", "rationale": "Fine.", "reviewer": "KE"},
+    )
+    processed.observe(path)
+    log = (workspace.wiki / "log.md").read_text("utf-8")
+    processed.observe(path)
+    processed.scan()
+    assert (workspace.wiki / "log.md").read_text("utf-8") == log
+
+
+def test_junk_and_editor_temporaries_are_ignored(
+    workspace: Workspace, processed: Processor, clock: Clock
+) -> None:
+    for name in (
+        "4913",
+        ".c-1.json.swp",
+        "c-1.json~",
+        ".#c-1.json",
+        "#c-1.json#",
+        ".goutputstream-AB12",
+        "x.json.error.txt",
+    ):
+        (workspace.inbox_verdicts / name).write_text("{", encoding="utf-8")
+    processed.scan()
+    clock.advance(60)
+    assert processed.step() == []
+    assert not list(workspace.inbox_verdicts.glob("*.error.txt.error.txt"))
+
+
+@pytest.mark.loadbearing
+def test_a_verdict_resolves_the_candidates_open_disagreement(
+    workspace: Workspace, processed: Processor
+) -> None:
+    """A checker's rejection leaves a disagreement open; the expert's verdict resolves it."""
+    from portfolio_optimiser.daemon.verdicts import ingest_verdict
+    from portfolio_optimiser.reasoning.records import (
+        AssessmentInput,
+        DisagreementInput,
+        Evidence,
+        EvidenceKind,
+        Position,
+    )
+    from portfolio_optimiser.reasoning.store import open_disagreements
+
+    store, ctx = processed.reasoning_store, _admission(processed)
+    task = "manual"
+    assessment = store.record(
+        task,
+        AssessmentInput(
+            subject="candidate c-x", evidence=(Evidence(kind=EvidenceKind.FILE, reference="a.md"),)
+        ),
+        ctx,
+    )
+    store.record(
+        task,
+        DisagreementInput(
+            assessment=assessment.id,
+            positions=(
+                Position(source="primary", position="saves"),
+                Position(source="primary", position="also"),
+            ),
+            deciding_question="does it?",
+        ),
+        ctx,
+    )
+    processed.ledger.add_candidates(
+        "r", "lillevik-school", [("c-d67b7045b6ae3f01", json.dumps({"project_id": "lillevik-school"}), assessment.id, None)]
+    )
+    path = save_verdict(
+        workspace,
+        template(workspace) | {"decision": "approved", "rationale": "Fine.", "reviewer": "KE"},
+    )
+    ingest_verdict(
+        path,
+        ledger=processed.ledger,
+        store=store,
+        admission=ctx,
+        wiki_root=workspace.wiki,
+        now_iso="2026-11-30T12:00:00Z",
+        quiet=True,
+    )
+    assert open_disagreements(store.load(), assessment.id) == []
+
+
+def _admission(processor: Processor) -> Any:
+    from datetime import UTC, datetime
+
+    from portfolio_optimiser.reasoning.environment import admission_for
+
+    return admission_for(
+        processor.config,
+        now=datetime.now(UTC),
+        environ={"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"},
+    )

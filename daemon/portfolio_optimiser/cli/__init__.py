@@ -157,6 +157,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`status | head`): not an error of ours. Point stdout at devnull
+        # so the interpreter's final flush does not fail again (Python's signal docs).
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (
         Exception
     ) as exc:  # a defect: say so in one line, keep the traceback out of the user's way

@@ -128,6 +128,55 @@ def _count(folder: Path) -> int:
     return sum(1 for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else 0
 
 
+def _running_holder(lock: Path) -> Any:
+    """The lock's holder if a process holds it now (a killed holder's stale record is ignored)."""
+    import fcntl
+    import os
+
+    from portfolio_optimiser.daemon.lock import read_holder
+
+    if not lock.is_file():
+        return None
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return read_holder(lock)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _daemon_view(workspace: Path) -> dict[str, Any]:
+    """What the daemon last said (status.json), its ledger's counts and who holds the lock."""
+    from portfolio_optimiser.daemon.ledger import Ledger
+
+    ws = Workspace.at(workspace)
+    last: dict[str, Any] = {}
+    if ws.status_file.is_file():
+        try:
+            last = json.loads(ws.status_file.read_text("utf-8"))
+        except ValueError:
+            last = {}
+    holder = _running_holder(ws.state / "daemon.lock")
+    counts: dict[str, int] = {}
+    if ws.ledger_file.is_file():
+        with Ledger.open(ws.ledger_file) as ledger:
+            counts = ledger.counts()
+    runs = sorted((ws.outbox / "runs").glob("*/*")) if (ws.outbox / "runs").is_dir() else []
+    return {
+        "state": (f"running (pid {holder.pid})" if holder.pid else "running")
+        if holder is not None
+        else "not running",
+        "ledger": counts,
+        "waiting": dict(last.get("waiting") or {}),
+        "pending": last.get("pending", 0),
+        "runs": len([r for r in runs if r.is_dir() and not r.name.startswith(".")]),
+    }
+
+
 def status(args: argparse.Namespace) -> int:
     _config, store, ctx = _context(args)
     loaded = store.load()
@@ -149,11 +198,13 @@ def status(args: argparse.Namespace) -> int:
         "remaining_tokens": max(0, config.budget.portfolio_tokens - spend.spent_tokens),
         "runs": len(spend.runs),
     }
+    daemon = _daemon_view(workspace)
     if args.json:
         _emit_json(
             {
                 "workspace": str(workspace),
                 "state_dir": str(store.root.parent),
+                "daemon": daemon,
                 "inbox": inbox,
                 "mode": str(ctx.mode.mode),
                 "advisors": {"declared": len(states), "available": available},
@@ -167,6 +218,13 @@ def status(args: argparse.Namespace) -> int:
     say(
         f"workspace {workspace}: inbox holds {inbox['projects']} project(s) and {inbox['verdicts']} verdict file(s)"
     )
+    say(
+        f"daemon: {daemon['state']}; items done {daemon['ledger'].get('done', 0)}, failed "
+        f"{daemon['ledger'].get('failed', 0)}, retrying {daemon['ledger'].get('retry', 0)}; "
+        f"{daemon['runs']} run folder(s) in outbox/runs/"
+    )
+    for name, reason in daemon["waiting"].items():
+        say(f"  {name}: {reason}")
     say(f"reasoning mode {ctx.mode.mode}; {available} of {len(states)} advisors available")
     say(
         f"spend: {ledger['spent_tokens']} of {ledger['portfolio_tokens']} portfolio tokens used "

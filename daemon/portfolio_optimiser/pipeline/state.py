@@ -1,0 +1,134 @@
+"""The state of one run: its settings, its reasoning session, and the bookkeeping the proposer
+and the review share. Nothing here calls a model."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.models import Candidate, Project
+from portfolio_optimiser.reasoning.catalogue import Advisor
+from portfolio_optimiser.reasoning.policy import Materiality
+from portfolio_optimiser.reasoning.records import (
+    StoredRecord,
+)
+from portfolio_optimiser.reasoning.store import Admission, Store
+
+from .budget import TokenMeter
+from .outcome import CandidateRun
+
+__all__ = [
+    "ClientFactory",
+    "ReasoningSession",
+    "RunSettings",
+    "RunState",
+    "default_client_factory",
+    "first_able",
+    "materiality_of",
+]
+
+ClientFactory = Callable[[Advisor, Sequence[Any]], Any]
+"""(advisor, chat middleware) → a MAF chat client for that advisor."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    max_attempts: int
+    max_rounds: int
+    max_candidates: int
+    run_timeout_s: float
+    context_chars: int = 24_000
+    review_capabilities: tuple[str, ...] = ("cost_review", "independent_reasoning")
+    material_share: float = 0.005
+    high_share: float = 0.02
+    critical_share: float = 0.05
+    consult_deadline_s: float = 120.0
+    data_source: Mapping[str, Any] = field(default_factory=lambda: {"kind": "bundle"})
+
+    @classmethod
+    def from_config(cls, config: Config) -> RunSettings:
+        shares = config.reasoning.materiality
+        return cls(
+            max_attempts=config.stop.max_attempts,
+            max_rounds=config.stop.max_rounds,
+            max_candidates=config.stop.max_candidates,
+            run_timeout_s=config.stop.run_timeout_seconds,
+            context_chars=config.context.budget_chars,
+            review_capabilities=config.reasoning.review_capabilities,
+            material_share=shares.material_share,
+            high_share=shares.high_share,
+            critical_share=shares.critical_share,
+            data_source=config.data_source,
+        )
+
+
+@dataclass(frozen=True)
+class ReasoningSession:
+    store: Store
+    ctx: Admission
+
+
+def default_client_factory(advisor: Advisor, middleware: Sequence[Any]) -> Any:
+    """The adapter module of the advisor's transport builds its chat client: config is the model map."""
+    module = importlib.import_module(
+        advisor.module
+        or f"portfolio_optimiser.pipeline.clients.{advisor.adapter.replace('-', '_')}"
+    )
+    return module.chat_client_for(advisor, middleware=list(middleware))
+
+
+def materiality_of(saving: float, project: Project, settings: RunSettings) -> Materiality:
+    cost = project.cost_total_nok
+    share = saving / cost if cost > 0 else 1.0
+    if share >= settings.critical_share:
+        return Materiality.CRITICAL
+    if share >= settings.high_share:
+        return Materiality.HIGH
+    if share >= settings.material_share:
+        return Materiality.MATERIAL
+    return Materiality.LOW if share >= settings.material_share / 5 else Materiality.TRIVIAL
+
+
+def first_able(states: Sequence[Any], capability: str) -> str | None:
+    return next((s.advisor for s in states if s.available and capability in s.capabilities), None)
+
+
+@dataclass
+class RunState:
+    """The mutable bookkeeping of one run; everything else is passed in."""
+
+    project: Project
+    bundle: Path
+    run_id: str
+    task: str
+    settings: RunSettings
+    reasoning: ReasoningSession
+    meter: TokenMeter
+    middleware: list[Any]
+    client_factory: ClientFactory
+    outcomes: list[CandidateRun] = field(default_factory=list)
+    accepted: list[Candidate] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    attempts: int = 0
+    proposer_client: Any = None
+    clients: dict[str, Any] = field(default_factory=dict)
+
+    def record(self, draft: Any) -> StoredRecord:
+        return self.reasoning.store.record(self.task, draft, self.reasoning.ctx)
+
+    async def arecord(self, draft: Any) -> StoredRecord:
+        # Off the event loop: a record is fsync'd twice, and concurrent runs should not wait on it.
+        return await asyncio.to_thread(self.record, draft)
+
+    def client(self, advisor: Advisor) -> Any:
+        """One chat client per advisor per run: building one costs more than a model call's overhead."""
+        if advisor.id not in self.clients:
+            self.clients[advisor.id] = self.client_factory(advisor, self.middleware)
+        return self.clients[advisor.id]

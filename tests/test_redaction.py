@@ -165,6 +165,12 @@ def test_a_json_escaped_private_key_is_refused() -> None:
         scrub(text)
 
 
+def test_a_json_escaped_private_key_with_crlf_line_ends_is_refused() -> None:
+    text = '{"private_key": "' + PRIVATE_KEY_HEADER + "\\r\\n" + KEY_BODY + '\\r\\n"}'
+    with pytest.raises(RedactionRefused):
+        scrub(text)
+
+
 def test_an_encrypted_pem_private_key_is_refused() -> None:
     text = (
         "-----BEGIN RSA " + "PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"

@@ -63,7 +63,9 @@ _KEY_MATERIAL: Final = re.compile(r"[A-Za-z0-9+/=]{16,}")
 
 def _announces_a_key_body(text: str) -> bool:
     for header in _KEY_HEADER.finditer(text):
-        following = text[header.end() : header.end() + 2000].replace("\\n", "\n")
+        following = text[header.end() : header.end() + 2000]
+        for escaped in ("\\r\\n", "\\n", "\\r", "\r\n", "\r"):  # JSON-escaped and CR line ends
+            following = following.replace(escaped, "\n")
         for line in following.split("\n")[:8]:
             stripped = line.strip()
             if not stripped or _HEADER_FIELD.match(stripped):

@@ -9,6 +9,7 @@ no test needs a model or the network.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -42,6 +44,10 @@ _SCRUBBED_ENV = (
     "AZURE_OPENAI_API_KEY",
     "FOUNDRY_PROJECT_ENDPOINT",
 )
+
+# The runner may forbid bytecode files (PYTHONDONTWRITEBYTECODE): then every subprocess compiles
+# the whole package again, seconds each. Bytecode goes to a cache of its own, never into the tree.
+PYCACHE_PREFIX = Path(tempfile.gettempdir()) / f"portfolio-optimiser-tests-pycache-{os.getuid()}"
 
 T = TypeVar("T")
 
@@ -100,7 +106,7 @@ def move_bundle_in(example: str, workspace: Path, staging: Path, name: str | Non
     """Build the bundle outside the inbox (same file system), then rename it in: it arrives whole."""
     staged = copy_example(example, staging / f"{name or example}-{secrets.token_hex(3)}")
     target = workspace / "inbox" / "projects" / (name or example)
-    os.rename(staged, target)
+    staged.rename(target)
     return target
 
 
@@ -108,7 +114,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     """Save like a careful editor: a hidden temporary beside the file, then one rename."""
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
     temp.write_bytes(data)
-    os.replace(temp, path)
+    temp.replace(path)
 
 
 def age_tree(path: Path, seconds: float) -> None:
@@ -248,6 +254,8 @@ def assignments(message: str) -> dict[str, str]:
 
 def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE_PREFIX)
     env["PYTHONUNBUFFERED"] = "1"
     env["PORTFOLIO_OPTIMISER_REASONING_MODE"] = "ci"  # never a model, whatever is installed
     env.update(extra or {})
@@ -354,10 +362,8 @@ class Processes:
         for running in self.started:
             if running.popen.poll() is None:
                 running.popen.kill()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 running.popen.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - a kill is not refused
-                pass
 
 
 def processes_in(directory: Path) -> Iterator[Processes]:

@@ -371,7 +371,16 @@ def test_a_verdict_resolves_the_candidates_open_disagreement(
         ctx,
     )
     processed.ledger.add_candidates(
-        "r", "lillevik-school", [("c-d67b7045b6ae3f01", json.dumps({"project_id": "lillevik-school"}), assessment.id, None)]
+        "r",
+        "lillevik-school",
+        [
+            (
+                "c-d67b7045b6ae3f01",
+                json.dumps({"project_id": "lillevik-school"}),
+                assessment.id,
+                None,
+            )
+        ],
     )
     path = save_verdict(
         workspace,

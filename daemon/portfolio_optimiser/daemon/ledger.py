@@ -164,7 +164,9 @@ class Ledger:
         """
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            connection = sqlite3.connect(path, timeout=30.0)
+            # The service hands the ledger to its worker thread while the loop waits; never both at
+            # once, so the connection may cross threads.
+            connection = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
         except sqlite3.Error as exc:
             raise LedgerError(
                 f"cannot open the ledger {path} ({exc}); check the state directory's permissions"

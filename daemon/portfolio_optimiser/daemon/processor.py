@@ -39,6 +39,7 @@ from portfolio_optimiser.pipeline.budget import (
     read_spend,
     write_spend,
 )
+from portfolio_optimiser.pipeline.outcome import RunResult
 from portfolio_optimiser.pipeline.run import (
     ClientFactory,
     ReasoningSession,
@@ -50,14 +51,14 @@ from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Store
 
 from .archive import ArchiveError, extract_bundle
-from .claim import claim, content_digest, release, same_filesystem
+from .claim import ClaimError, claim, content_digest, original_name, release, same_filesystem
 from .filters import InboxFilter
 from .ledger import Ledger, next_backoff_s
 from .stability import StabilityTracker, snapshot
-from .verdicts import REPORT_SUFFIX, VerdictState, ingest_verdict
+from .verdicts import VerdictState, ingest_verdict
 from .workspace import Workspace
 
-__all__ = ["ItemResult", "Processor"]
+__all__ = ["ItemResult", "Processor", "retry_quarantined"]
 
 Clock = Callable[[], float]
 _TRANSIENT = frozenset(
@@ -72,6 +73,65 @@ class ItemResult:
     state: str
     message: str = ""
     output: Path | None = None
+
+
+@dataclass(frozen=True)
+class _Published:
+    """What the steps after publishing need of a run, from its result or from its files."""
+
+    project_id: str
+    tokens: int
+    budget_stop: str | None
+    candidates: list[tuple[str, str, str | None, str | None]]
+    folder: Path
+
+    @classmethod
+    def of(cls, result: RunResult, folder: Path) -> _Published:
+        rows = [
+            (
+                c.candidate.id,
+                _key_json(
+                    c.candidate.project_id,
+                    c.candidate.affected_codes,
+                    c.candidate.measure_type,
+                    c.candidate.saving_literal,
+                ),
+                c.assessment,
+                c.disagreement,
+            )
+            for c in result.candidates
+        ]
+        tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
+        return cls(result.project_id, tokens, result.budget_stop, rows, folder)
+
+    @classmethod
+    def read(cls, folder: Path) -> _Published:
+        proposals = json.loads((folder / "proposals.json").read_text("utf-8"))
+        provenance = json.loads((folder / "provenance.json").read_text("utf-8"))
+        rows = [
+            (
+                c["id"],
+                _key_json(
+                    c["project_id"], c["affected_codes"], c["measure_type"], c["saving_literal"]
+                ),
+                c.get("assessment"),
+                c.get("disagreement"),
+            )
+            for c in proposals["candidates"]
+        ]
+        tokens = sum(int(v) for v in (provenance.get("tokens") or {}).values())
+        return cls(proposals["project_id"], tokens, provenance.get("budget_stop"), rows, folder)
+
+
+def _key_json(project_id: str, codes: Any, measure_type: str, literal: str) -> str:
+    return json.dumps(
+        {
+            "project_id": project_id,
+            "affected_codes": list(codes),
+            "measure_type": measure_type,
+            "saving_literal": literal,
+        }
+    )
 
 
 def _iso(epoch_s: float) -> str:
@@ -122,9 +182,13 @@ class Processor:
         now = self.clock()
         if entry.parent == self.workspace.inbox_verdicts:
             if self.filter.is_verdict_candidate(entry):
-                self._verdict(entry, quiet=False)  # valid bytes are complete at once
-                if entry.exists() and not self._settled(entry):
+                result = self._verdict(entry, quiet=False)  # valid bytes are complete at once
+                if result.state == VerdictState.NOT_READY.value:
                     self.verdict_quiet.observe(entry, snapshot(entry), now=now)
+                else:
+                    self.verdict_quiet.forget(entry)
+                    if result.state != VerdictState.ALREADY.value:
+                        self.history.append(result)
             return
         if not (self.filter.is_bundle_candidate(entry)):
             return
@@ -133,21 +197,25 @@ class Processor:
         else:
             self.bundles.observe(entry, snapshot(entry), now=now)
 
-    def _settled(self, verdict: Path) -> bool:
-        """Whether the verdict's current bytes already reached a final state."""
-        report = verdict.with_name(verdict.name + REPORT_SUFFIX)
-        try:
-            import hashlib
+    def settle_by_age(self) -> None:
+        """For ``once``: an entry whose newest change is older than its quiet period is ready now.
 
-            digest = hashlib.sha256(verdict.read_bytes()).hexdigest()
-        except OSError:
-            return True
-        item = self.ledger.get(digest)
-        return (
-            item is not None
-            and item.state in {"done", "failed"}
-            and (item.state == "done" or report.exists())
-        )
+        The daemon learns quiet by watching; a one-shot run has no time to watch, so it asks the
+        file system how long each entry has been untouched.
+        """
+        now = self.clock()
+        for tracker, quiet_s in (
+            (self.bundles, self.config.daemon.stability_seconds),
+            (self.verdict_quiet, self.config.daemon.verdict_quiet_seconds),
+        ):
+            for entry in tracker.tracking():
+                shot = snapshot(entry)
+                if shot is None:
+                    tracker.forget(entry)
+                    continue
+                newest = max((mtime for _rel, _size, mtime, _dir in shot.entries), default=0) / 1e9
+                if now - newest >= quiet_s:
+                    tracker.moved_in(entry, now=now)
 
     def scan(self) -> None:
         """Look at every top-level entry: events are hints, the disk is the truth."""
@@ -167,7 +235,7 @@ class Processor:
         for claimed in self._due_retries(now):
             if stop():
                 return results
-            results.append(self._process_claimed(claimed, name=claimed.name.split("-", 1)[-1]))
+            results.append(self._process_claimed(claimed, name=original_name(claimed)))
         for entry in self.bundles.ready(now=now):
             if stop():
                 break
@@ -175,6 +243,13 @@ class Processor:
                 results.append(self.process_bundle(entry))
         self.history.extend(results)
         return results
+
+    def has_work(self) -> bool:
+        """Whether ``step`` would find something to do now."""
+        now = self.clock()
+        if self._due_retries(now):
+            return True
+        return any(t.seconds_until_next(now=now) == 0.0 for t in (self.bundles, self.verdict_quiet))
 
     def pending(self) -> int:
         return self.bundles.pending_count + self.verdict_quiet.pending_count
@@ -247,10 +322,12 @@ class Processor:
         for project in sorted(runs.iterdir()) if runs.is_dir() else []:
             if project.is_dir():
                 sweep_stale(project, older_than_s=3600, now=self.clock())
-        return [
-            self._process_claimed(path, name=path.name.split("-", 1)[-1])
+        results = [
+            self._process_claimed(path, name=original_name(path))
             for path in recover(self.claimed_dir)
         ]
+        self.history.extend(results)
+        return results
 
     def _due_retries(self, now: float) -> list[Path]:
         due = []
@@ -266,6 +343,8 @@ class Processor:
         self._fault("after-claim")
         try:
             digest = content_digest(claimed)
+        except ClaimError as exc:  # a symlink, a pipe or a device inside the bundle
+            return self._quarantine(claimed, name, None, str(exc))
         except (OSError, ValueError) as exc:
             return self._quarantine(
                 claimed,
@@ -273,6 +352,9 @@ class Processor:
                 None,
                 f"{name}: cannot be read ({exc}); check its permissions and drop it again",
             )
+        oversized = self._oversized(claimed, name)
+        if oversized is not None:
+            return self._quarantine(claimed, name, digest, oversized)
         known = self.ledger.get(digest)
         if known is not None and known.state == "done":
             destination = release(claimed, self.workspace.duplicates / name)
@@ -301,6 +383,17 @@ class Processor:
             raise
         return result
 
+    def _oversized(self, claimed: Path, name: str) -> str | None:
+        limit = self.config.daemon.max_bundle_bytes
+        shot = snapshot(claimed)
+        total = shot.total_bytes if shot is not None else 0
+        if total <= limit:
+            return None
+        return (
+            f"{name}: is {total / 1_048_576:.1f} MiB, above the limit of {limit / 1_048_576:.1f} MiB "
+            "(daemon.max_bundle_bytes); split the bundle or raise the limit in the config"
+        )
+
     def _bundle_root(self, claimed: Path) -> Path:
         if claimed.is_dir():
             return claimed
@@ -309,17 +402,80 @@ class Processor:
         unpacked = claimed.with_name(f".{claimed.name}.d")
         if unpacked.exists():
             shutil.rmtree(unpacked)
-        return extract_bundle(claimed, unpacked)
+        return extract_bundle(
+            claimed, unpacked, max_total_bytes=self.config.daemon.max_bundle_bytes
+        )
 
     def _run(self, bundle: Path, digest: str, first_seen: str, name: str) -> ItemResult:
-        ws, config = self.workspace, self.config
+        ws = self.workspace
         stamp = first_seen  # the run's timestamp is when its content was first seen: stable across restarts
         run_id = f"{first_seen[:10].replace('-', '')}-{digest[:10]}"
+        published = sorted(
+            p for p in ws.outbox.glob(f"runs/*/{run_id}") if (p / "proposals.json").is_file()
+        )
+        if published:
+            # A crash after the outputs were published: they are the run's durable result. Running
+            # again would give other outputs (the records now reuse the first conclusions), so the
+            # steps after publishing are finished from what was published.
+            summary = _Published.read(published[0])
+        else:
+            result = self._pipeline(bundle, run_id)
+            run_folder = ws.outbox / "runs" / result.project_id / run_id
+            folder = write_run_outputs(
+                result,
+                outbox=ws.outbox,
+                run_id=run_id,
+                stamp=stamp,
+                schema_ref=schema_ref_for(run_folder, ws.root),
+            )
+            summary = _Published.of(result, folder)
+        self._fault("after-outputs")
+        charged_id = f"{summary.project_id}/{run_id}"
         spend = read_spend(ws.spend_file)
-        verdicts = self._learning_store()
-        now = datetime.fromtimestamp(self.clock(), UTC)
+        if all(
+            run.run_id != charged_id for run in spend.runs
+        ):  # charged once, even after a crash here
+            write_spend(
+                ws.spend_file,
+                spend.add_run(
+                    run_id=charged_id,
+                    project_id=summary.project_id,
+                    tokens=summary.tokens,
+                    budget_stop=summary.budget_stop,
+                ),
+                stamp=_iso(self.clock()),
+            )
+            self._fault("after-spend")
+        self.ledger.add_candidates(run_id, summary.project_id, summary.candidates)
+        self.ledger.mark(
+            digest,
+            "done",
+            now=_iso(self.clock()),
+            detail=f"{summary.project_id} run {run_id}",
+            output=str(summary.folder),
+        )
+        self._settle_input(bundle, summary.project_id)
+        self.log.info(
+            "bundle processed",
+            bundle=name,
+            project=summary.project_id,
+            run=run_id,
+            candidates=len(summary.candidates),
+            budget_stop=summary.budget_stop,
+            outputs=str(summary.folder),
+        )
+        return ItemResult(
+            name, "bundle", "done", f"{len(summary.candidates)} candidates", summary.folder
+        )
+
+    def _pipeline(self, bundle: Path, run_id: str) -> RunResult:
+        config = self.config
+        spend = read_spend(self.workspace.spend_file)
         admission = admission_for(
-            config, now=now, environ=self.environ, clock=lambda: datetime.now(UTC)
+            config,
+            now=datetime.fromtimestamp(self.clock(), UTC),
+            environ=self.environ,
+            clock=lambda: datetime.now(UTC),
         )
         budget = Budget(
             run_tokens=config.budget.run_tokens,
@@ -332,10 +488,10 @@ class Processor:
             ),
             spent=spend.spent_tokens,
         )
-        result = asyncio.run(
+        return asyncio.run(
             run_project(
                 bundle,
-                verdicts=verdicts,
+                verdicts=self._learning_store(),
                 budget=budget,
                 settings=RunSettings.from_config(config),
                 reasoning=ReasoningSession(self.reasoning_store, admission),
@@ -343,72 +499,6 @@ class Processor:
                 portfolio_meter=meter,
                 client_factory=self.client_factory,
             )
-        )
-        run_folder = ws.outbox / "runs" / result.project_id / run_id
-        folder = write_run_outputs(
-            result,
-            outbox=ws.outbox,
-            run_id=run_id,
-            stamp=stamp,
-            schema_ref=schema_ref_for(run_folder, ws.root),
-        )
-        self._fault("after-outputs")
-        charged_id = f"{result.project_id}/{run_id}"
-        spend = read_spend(ws.spend_file)
-        if all(
-            run.run_id != charged_id for run in spend.runs
-        ):  # charged once, even after a crash here
-            tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
-            write_spend(
-                ws.spend_file,
-                spend.add_run(
-                    run_id=charged_id,
-                    project_id=result.project_id,
-                    tokens=tokens,
-                    budget_stop=result.budget_stop,
-                ),
-                stamp=_iso(self.clock()),
-            )
-            self._fault("after-spend")
-        self.ledger.add_candidates(
-            run_id,
-            result.project_id,
-            [
-                (
-                    c.candidate.id,
-                    json.dumps(
-                        {
-                            "project_id": c.candidate.project_id,
-                            "affected_codes": list(c.candidate.affected_codes),
-                            "measure_type": c.candidate.measure_type,
-                            "saving_literal": c.candidate.saving_literal,
-                        }
-                    ),
-                    c.assessment,
-                    c.disagreement,
-                )
-                for c in result.candidates
-            ],
-        )
-        self.ledger.mark(
-            digest,
-            "done",
-            now=_iso(self.clock()),
-            detail=f"{result.project_id} run {run_id}",
-            output=str(folder),
-        )
-        self._settle_input(bundle, result.project_id)
-        self.log.info(
-            "bundle processed",
-            project=result.project_id,
-            run=run_id,
-            candidates=len(result.candidates),
-            ran_locally=result.ran_locally,
-            budget_stop=result.budget_stop,
-            outputs=str(folder),
-        )
-        return ItemResult(
-            bundle.name, "bundle", "done", f"{len(result.candidates)} candidates", folder
         )
 
     def _settle_input(self, bundle: Path, project_id: str) -> None:
@@ -445,6 +535,8 @@ class Processor:
             f"    portfolio-optimiser retry {destination.name}\nor drop the corrected folder into inbox/projects/ again.\n",
         )
         if digest is not None:
+            if self.ledger.get(digest) is None:
+                self.ledger.begin(digest, kind="bundle", name=name, now=_iso(self.clock()))
             self.ledger.mark(
                 digest, "failed", now=_iso(self.clock()), error=sentence, output=str(destination)
             )

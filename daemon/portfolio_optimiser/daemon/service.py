@@ -60,9 +60,11 @@ def run_once(
         ledger = Ledger.open(workspace.ledger_file)
         try:
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
-            report = OnceReport(results=processor.recover())
+            processor.recover()
             processor.scan()
-            report.results += processor.step()
+            processor.settle_by_age()
+            processor.step()
+            report = OnceReport(results=list(processor.history))
             report.pending = sorted(
                 [
                     *(e.name for e in processor.bundles.tracking()),
@@ -75,15 +77,13 @@ def run_once(
             ledger.close()
 
 
-def _write_status(
+def _status_text(
     workspace: Workspace, processor: Processor, *, pid_state: str, method: str = ""
-) -> None:
+) -> str:
     import json
     import os
 
-    counts = processor.ledger.counts()
-    publish_text(
-        workspace.status_file,
+    return (
         json.dumps(
             {
                 "state": pid_state,
@@ -91,7 +91,7 @@ def _write_status(
                 "watch": method,
                 "pending": processor.pending(),
                 "waiting": processor.waiting,
-                "ledger": counts,
+                "ledger": processor.ledger.counts(),
                 "last": [
                     vars(r) | {"output": str(r.output) if r.output else None}
                     for r in processor.history[-10:]
@@ -100,7 +100,16 @@ def _write_status(
             indent=2,
             sort_keys=True,
         )
-        + "\n",
+        + "\n"
+    )
+
+
+def _write_status(
+    workspace: Workspace, processor: Processor, *, pid_state: str, method: str = ""
+) -> None:
+    publish_text(
+        workspace.status_file,
+        _status_text(workspace, processor, pid_state=pid_state, method=method),
     )
 
 
@@ -129,6 +138,8 @@ class Service:
         self.tick_s = tick_s
         self.stop = threading.Event()
         self.reload = threading.Event()
+        self.stop_grace_s = 25.0  # under systemd's TimeoutStopSec=30s
+        self._last_status = ""
         self.hints: queue.SimpleQueue[Hint] = queue.SimpleQueue()
 
     def install_signal_handlers(self) -> None:
@@ -179,43 +190,92 @@ class Service:
         last_rescan = time.monotonic()
         interval = self.notifier.watchdog_interval_s()
         last_ping = 0.0
+        # A run can take minutes (run_timeout_seconds); it goes to a worker thread so the loop keeps
+        # pinging the watchdog meanwhile. While it works, hints queue up and the processor is its.
+        worker: threading.Thread | None = None
+        started = 0.0
+        failure: list[BaseException] = []
+        exit_code = 0
+
+        def work(current: Processor) -> None:
+            try:
+                current.step(stop=self.stop.is_set)
+            except (
+                Exception
+            ) as exc:  # a defect: logged, and the daemon exits for systemd to restart
+                self.log.exception("processing failed", error=f"{type(exc).__name__}: {exc}")
+                failure.append(exc)
+
         self.notifier.ready(self._status(processor, watcher))
         try:
             while not self.stop.is_set():
-                if self.reload.is_set():
-                    self.reload.clear()
-                    processor = self._reload(processor, ledger)
-                self._drain(processor)
-                if time.monotonic() - last_rescan >= self.config.daemon.rescan_seconds:
-                    processor.scan()
-                    last_rescan = time.monotonic()
-                processor.step(stop=self.stop.is_set)
+                if worker is not None and not worker.is_alive():
+                    worker = None
+                if failure:
+                    exit_code = 1
+                    break
+                if worker is None:
+                    if self.reload.is_set():
+                        self.reload.clear()
+                        processor = self._reload(processor, ledger)
+                    self._drain(processor)
+                    if time.monotonic() - last_rescan >= self.config.daemon.rescan_seconds:
+                        processor.scan()
+                        last_rescan = time.monotonic()
+                    if processor.has_work():
+                        worker = threading.Thread(
+                            target=work, args=(processor,), name="processor", daemon=True
+                        )
+                        started = time.monotonic()
+                        worker.start()
                 healthy = watcher.alive()
                 if not healthy:
                     self.log.warning("watcher died; restarting it and rescanning")
                     watcher.restart()
-                    processor.scan()
+                    if worker is None:
+                        processor.scan()
                     healthy = watcher.alive()
-                if healthy and interval and time.monotonic() - last_ping >= interval:
+                stuck = (
+                    worker is not None
+                    and time.monotonic() - started > self.config.stop.run_timeout_seconds + 120
+                )
+                if healthy and not stuck and interval and time.monotonic() - last_ping >= interval:
                     self.notifier.watchdog()
                     last_ping = time.monotonic()
-                self.notifier.status(self._status(processor, watcher))
-                _write_status(ws, processor, pid_state="running", method=watcher.method)
+                self.notifier.status(self._status(processor, watcher, busy=worker is not None))
+                if worker is None:
+                    self._publish_status(processor, "running", watcher.method)
                 self.stop.wait(self.tick_s)
         finally:
             self.notifier.stopping()
+            if worker is not None:
+                # The item in hand may finish within the stop bound; if not, it stays claimed and the
+                # next start finishes it.
+                worker.join(timeout=max(1.0, self.stop_grace_s))
             watcher.stop()
-            _write_status(ws, processor, pid_state="stopped", method=watcher.method)
+            if worker is None or not worker.is_alive():
+                self._publish_status(processor, "stopped", watcher.method)
             self.log.info("daemon stopped")
-        return 0
+        return exit_code
 
-    def _drain(self, processor: Processor) -> None:
-        while True:
+    def _publish_status(self, processor: Processor, state: str, method: str) -> None:
+        """status.json, rewritten only when what it says has changed."""
+        text = _status_text(self.workspace, processor, pid_state=state, method=method)
+        if text != self._last_status:
+            publish_text(self.workspace.status_file, text)
+            self._last_status = text
+
+    def _drain(self, processor: Processor, *, limit: int = 10_000) -> None:
+        """Apply the hints that arrived since the last tick, each entry once, a bounded number."""
+        entries: dict[Path, bool] = {}
+        for _ in range(limit):
             try:
                 hint = self.hints.get_nowait()
             except queue.Empty:
-                return
-            processor.observe(hint.entry, moved_in=hint.moved_in)
+                break
+            entries[hint.entry] = entries.get(hint.entry, False) or hint.moved_in
+        for entry, moved_in in entries.items():
+            processor.observe(entry, moved_in=moved_in)
 
     def _reload(self, processor: Processor, ledger: Ledger) -> Processor:
         self.notifier.reloading()
@@ -230,7 +290,9 @@ class Service:
         fresh.scan()
         return fresh
 
-    def _status(self, processor: Processor, watcher: InboxWatcher) -> str:
+    def _status(self, processor: Processor, watcher: InboxWatcher, *, busy: bool = False) -> str:
+        if busy:
+            return f"watching ({watcher.method}); processing an item"
         counts = processor.ledger.counts()
         waiting = f" waiting={len(processor.waiting)}" if processor.waiting else ""
         return (

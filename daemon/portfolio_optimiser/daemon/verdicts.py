@@ -103,6 +103,9 @@ def ingest_verdict(
         return VerdictOutcome(VerdictState.NOT_READY, "the file went away")
     digest = hashlib.sha256(data).hexdigest()
     known = ledger.get(digest)
+    if known is not None and known.state == "failed" and report_path(path).exists():
+        # The same broken bytes, already reported: the report stands, nothing to rewrite.
+        return VerdictOutcome(VerdictState.ALREADY, known.error or "reported before")
     if known is not None and known.state == "done":
         _clear_report(path)
         return VerdictOutcome(VerdictState.ALREADY, f"{path.name} was read before", known.detail)

@@ -42,6 +42,9 @@ NETWORK_FILESYSTEMS: Final = frozenset(
 )
 
 
+_IGNORED_EVENTS: Final = frozenset({"opened", "closed_no_write"})
+
+
 @dataclass(frozen=True)
 class Hint:
     inbox: Path
@@ -74,7 +77,11 @@ class _Handler(FileSystemEventHandler):
         self.hints = hints
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        # Opening or closing a file without writing changes nothing; the daemon's own reads make
+        # exactly these events, and hinting on them would feed the loop its own echo.
         try:
+            if getattr(event, "event_type", "") in _IGNORED_EVENTS:
+                return
             for raw, moved in ((event.src_path, False), (getattr(event, "dest_path", ""), True)):
                 path = os.fsdecode(raw) if raw else ""
                 if not path:

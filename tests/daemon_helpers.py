@@ -39,11 +39,19 @@ _SCRUBBED_ENV = (
     "CONFIGURATION_DIRECTORY",
     "PORTFOLIO_OPTIMISER_TEST_FAULT",
     "PORTFOLIO_OPTIMISER_REASONING_MODE",
-    "PORTFOLIO_OPTIMISER_LOCAL_BASE_URL",
-    "AZURE_OPENAI_ENDPOINT",
-    "AZURE_OPENAI_API_KEY",
-    "FOUNDRY_PROJECT_ENDPOINT",
 )
+
+
+def _catalogue_credentials() -> frozenset[str]:
+    """The credential variables the default catalogue names, read from the config, so no test
+    names one itself: a daemon subprocess never sees a configured advisor."""
+    import tomllib
+
+    config = tomllib.loads(DEFAULT_CONFIG.read_text("utf-8"))
+    return frozenset(
+        name for advisor in config.get("advisors", []) for name in advisor.get("credential_env", [])
+    )
+
 
 # The runner may forbid bytecode files (PYTHONDONTWRITEBYTECODE): then every subprocess compiles
 # the whole package again, seconds each. Bytecode goes to a cache of its own, never into the tree.
@@ -253,7 +261,8 @@ def assignments(message: str) -> dict[str, str]:
 
 
 def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+    hidden = _SCRUBBED_ENV + tuple(_catalogue_credentials())
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE_PREFIX)
     env["PYTHONUNBUFFERED"] = "1"

@@ -381,7 +381,7 @@ def test_a_resolution_that_argues_by_head_count_is_refused(
     sentence = consulted.desk.refused(
         resolution(disagreement, consulted.supports.id, **{where: text})
     )
-    assert "head count" in sentence and repr(quoted) in sentence
+    assert "head count" in sentence and quoted in sentence
 
 
 def test_the_head_count_refusal_names_the_field_that_carries_the_count(
@@ -392,6 +392,23 @@ def test_the_head_count_refusal_names_the_field_that_carries_the_count(
         resolution(disagreement, consulted.supports.id, experiment="a majority of advisors")
     )
     assert "`experiment`" in sentence
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        "3 of 5 test piles carried 1.6 times the design load",
+        "two of three boreholes show clay below 12 m",
+    ],
+)
+def test_a_resolution_that_counts_measurements_not_advisors_is_admitted(
+    consulted: Consulted, outcome: str
+) -> None:
+    disagreement = disputed(consulted)
+    settled = consulted.desk.record(
+        resolution(disagreement, consulted.supports.id, outcome=outcome)
+    )
+    assert settled.kind == "resolution"
 
 
 @pytest.mark.loadbearing

@@ -343,6 +343,15 @@ class Ledger:
         ).fetchall()
         return [VerdictRow(*row) for row in rows]
 
+    def latest_verdicts(self) -> list[VerdictRow]:
+        """Each candidate's current verdict (its last recorded one), in recording order."""
+        rows = self._db.execute(
+            "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts v"
+            " WHERE seq = (SELECT MAX(seq) FROM verdicts w WHERE w.candidate_id = v.candidate_id)"
+            " ORDER BY seq"
+        ).fetchall()
+        return [VerdictRow(*row) for row in rows]
+
     def latest_verdict(self, candidate_id: str) -> VerdictRow | None:
         """The verdict recorded last for the candidate (last write wins); None if there is none."""
         row = self._db.execute(

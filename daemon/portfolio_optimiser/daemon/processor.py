@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -26,9 +27,11 @@ from typing import Any
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
 from portfolio_optimiser.learning import (
+    LearnedVerdict,
+    VerdictFrontmatterError,
     VerdictStore,
-    load_verdicts_from_dir,
     seed_store_from_bundle,
 )
 from portfolio_optimiser.outputs.writer import schema_ref_for, write_run_outputs
@@ -511,7 +514,7 @@ class Processor:
                 / f"{project_id}-{int(self.clock())}"
             )
             superseded.parent.mkdir(parents=True, exist_ok=True)
-            target.rename(superseded)
+            release(target, superseded)  # a unique name: two versions in one second never collide
         release(bundle, target)
         if bundle.name.startswith(".") and bundle.name.endswith(".d"):
             archive = bundle.with_name(bundle.name[1:].removesuffix(".d"))
@@ -519,9 +522,27 @@ class Processor:
                 archive.unlink()  # the unpacked bundle now lives in bundles/projects/
 
     def _learning_store(self) -> VerdictStore:
-        """Seeded afresh for every run: the wiki's promoted verdicts, then the verdict inbox."""
-        store = seed_store_from_bundle(self.workspace.wiki)
-        load_verdicts_from_dir(self.workspace.inbox_verdicts, store)
+        """Seeded afresh for every run: the wiki's promoted verdicts, then each candidate's current
+        verdict as the ledger recorded it. A file the daemon refused, or has not read since it
+        changed, teaches nothing; a damaged wiki page is skipped and named, never fatal."""
+        problems: list[tuple[str, str]] = []
+        store = seed_store_from_bundle(self.workspace.wiki, problems=problems)
+        for page, why in problems:
+            self.log.warning("wiki page skipped by the learning fold", page=page, problem=why)
+        for row in self.ledger.latest_verdicts():
+            path = self.workspace.inbox_verdicts / row.name
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue  # taken away by the expert: the wiki keeps what was promoted
+            if hashlib.sha256(data).hexdigest() != row.digest:
+                continue  # edited since it was read; the daemon reads the new bytes first
+            try:
+                store.add(LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path))
+            except (VerdictError, VerdictFrontmatterError) as exc:
+                self.log.warning(
+                    "verdict skipped by the learning fold", file=row.name, problem=str(exc)
+                )
         return store
 
     def _quarantine(

@@ -106,7 +106,14 @@ def ingest_verdict(
     if known is not None and known.state == "failed" and report_path(path).exists():
         # The same broken bytes, already reported: the report stands, nothing to rewrite.
         return VerdictOutcome(VerdictState.ALREADY, known.error or "reported before")
-    if known is not None and known.state == "done":
+    current = ledger.latest_verdict(known.detail) if known is not None and known.detail else None
+    if (
+        known is not None
+        and known.state == "done"
+        and (current is None or current.digest == digest)
+    ):
+        # Read before and still the candidate's current verdict. Bytes read before but since
+        # replaced (an editor's undo back to an earlier verdict) are a new decision: read again.
         _clear_report(path)
         return VerdictOutcome(VerdictState.ALREADY, f"{path.name} was read before", known.detail)
     try:
@@ -121,8 +128,9 @@ def ingest_verdict(
     candidate = ledger.candidate(verdict.id)
     if candidate is None:
         sentence = (
-            f"{path.name} field id: {verdict.id!r} names no candidate of any run; copy the id verbatim "
-            "from a template in outbox/runs/<project>/<run>/verdicts/"
+            f"{path.name} field id: {verdict.id!r} names no candidate awaiting a verdict (runs write a "
+            "template for each candidate the validator accepted); copy the id verbatim from a template "
+            "in outbox/runs/<project>/<run>/verdicts/"
         )
         _report(path, sentence, now_iso=now_iso)
         ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)

@@ -314,13 +314,16 @@ def _bundle_candidate(project: Project | None) -> CandidateKey:
     )
 
 
-def seed_store_from_bundle(root: Path, store: VerdictStore | None = None) -> VerdictStore:
+def seed_store_from_bundle(
+    root: Path, store: VerdictStore | None = None, *, problems: list[tuple[str, str]] | None = None
+) -> VerdictStore:
     """Add every ``type: verdict`` page under ``root`` to ``store`` (a new one when ``None``).
 
     Call it once per bundle (a project bundle, the wiki): "the bundle's own candidate" is only
     defined inside one bundle. A ``status: deprecated`` page is added and withdrawn at once, so
     its verdict counts only as history. Raises :class:`VerdictFrontmatterError` and the context
-    layer's :class:`BundleError` family.
+    layer's :class:`BundleError` family — unless ``problems`` is given: then a page that cannot be
+    read or keyed is skipped and named there, so one damaged page never stops the others.
     """
     store = store if store is not None else VerdictStore()
     pages: list[tuple[Path, Concept]] = []
@@ -328,25 +331,39 @@ def seed_store_from_bundle(root: Path, store: VerdictStore | None = None) -> Ver
     for path, rel in bundle_files(root):
         if path.name in RESERVED_NAMES:
             continue
-        if path.stat().st_size > MAX_CONCEPT_BYTES:
-            raise BundleError(f"{rel}: is larger than {MAX_CONCEPT_BYTES // 1024} KiB; split it")
-        concept = read_concept(path, rel)
+        try:
+            if path.stat().st_size > MAX_CONCEPT_BYTES:
+                raise BundleError(
+                    f"{rel}: is larger than {MAX_CONCEPT_BYTES // 1024} KiB; split it"
+                )
+            concept = read_concept(path, rel)
+        except BundleError as exc:
+            if problems is None:
+                raise
+            problems.append((rel, str(exc)))
+            continue
         has_project = has_project or concept.type == "project"
         if concept.type == "verdict":
             pages.append((path, concept))
     # Only a bundle with a project has a candidate of its own (the wiki has none).
     project = load_ir_projections(root) if pages and has_project else None
     for path, concept in pages:
-        declared = _declared_key(concept.frontmatter, concept.rel)
-        if declared is None:
-            key = _bundle_candidate(project)
-        else:
-            # The page's own project, else the bundle it sits in: a project, not a candidate field.
-            project_id = _text(concept.frontmatter, "project_id")
-            if project_id is None and project is not None:
-                project_id = project.id
-            key = CandidateKey(project_id, *declared)
-        learned = _learned_from_page(concept, path, key)
+        try:
+            declared = _declared_key(concept.frontmatter, concept.rel)
+            if declared is None:
+                key = _bundle_candidate(project)
+            else:
+                # The page's own project, else the bundle it sits in: a project, not a candidate field.
+                project_id = _text(concept.frontmatter, "project_id")
+                if project_id is None and project is not None:
+                    project_id = project.id
+                key = CandidateKey(project_id, *declared)
+            learned = _learned_from_page(concept, path, key)
+        except VerdictFrontmatterError as exc:
+            if problems is None:
+                raise
+            problems.append((concept.rel, str(exc)))
+            continue
         store.add(learned)
         if concept.frontmatter.get("status") == "deprecated":
             store.retract(learned.candidate_id)

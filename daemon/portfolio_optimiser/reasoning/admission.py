@@ -51,8 +51,10 @@ __all__ = ["admit", "parse_input"]
 _TASK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _RECORD_INPUT: TypeAdapter[Any] = TypeAdapter(RecordInput)
 _HEAD_COUNT = re.compile(
-    r"\b(vot(e|es|ed|ing)|majority|quorum|outvoted|head ?count|most advisors|"
-    r"(two|three|four|\d+) (of|out of) (two|three|four|five|\d+)|\d+\s*(to|-|:|vs\.?)\s*\d+ (advisors|votes))\b",
+    # A count of who agrees, not a count of anything: "2 of 3 test piles held" is an experiment.
+    r"\b(vot(e|es|ed|ing)|majority|quorum|outvoted|head ?count|most (advisors|reviewers|models)|"
+    r"(two|three|four|\d+) (of|out of) (two|three|four|five|\d+|the|all)( \w+)? (advisors|reviewers|models|opinions)|"
+    r"\d+\s*(to|-|:|vs\.?)\s*\d+( in favou?r)?( of)?( \w+)? (advisors|votes|reviewers))\b",
     re.IGNORECASE,
 )
 

@@ -105,21 +105,15 @@ def test_a_folder_with_index_md_at_its_root_is_a_bundle(
     assert not inbox_filter.is_verdict_candidate(bundle)
 
 
-def test_a_folder_with_index_md_only_deeper_down_is_not_a_bundle(
+def test_a_folder_without_a_root_index_is_still_taken_so_it_can_be_reported(
     tmp_path: Path, inbox_filter: InboxFilter
 ) -> None:
+    # Ignoring it would leave the planner waiting for ever; processing quarantines it with the
+    # sentence that says what is missing (tests/test_daemon_processor.py).
     bundle = tmp_path / "project-a"
     (bundle / "inner").mkdir(parents=True)
     (bundle / "inner" / "index.md").write_text("# A\n")
-    assert not inbox_filter.is_bundle_candidate(bundle)
-
-
-def test_an_index_md_that_is_a_folder_does_not_make_a_bundle(
-    tmp_path: Path, inbox_filter: InboxFilter
-) -> None:
-    bundle = tmp_path / "project-a"
-    (bundle / "index.md").mkdir(parents=True)
-    assert not inbox_filter.is_bundle_candidate(bundle)
+    assert inbox_filter.is_bundle_candidate(bundle)
 
 
 @pytest.mark.parametrize("name", ["a.zip", "a.tar.gz", "a.tgz", "A.ZIP", "a.TAR.GZ"])
@@ -171,14 +165,12 @@ def test_symlinks_are_never_candidates(tmp_path: Path, inbox_filter: InboxFilter
     assert not inbox_filter.is_bundle_candidate(inbox / "linked.zip")
 
 
-def test_a_bundle_whose_index_md_is_a_symlink_is_refused(
-    tmp_path: Path, inbox_filter: InboxFilter
-) -> None:
-    (tmp_path / "elsewhere.md").write_text("# A\n")
-    bundle = tmp_path / "project-a"
-    bundle.mkdir()
-    (bundle / "index.md").symlink_to(tmp_path / "elsewhere.md")
-    assert not inbox_filter.is_bundle_candidate(bundle)
+def test_a_symlinked_folder_is_never_taken(tmp_path: Path, inbox_filter: InboxFilter) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "index.md").write_text("# A\n")
+    (tmp_path / "link").symlink_to(real)
+    assert not inbox_filter.is_bundle_candidate(tmp_path / "link")
 
 
 @pytest.mark.loadbearing

@@ -286,7 +286,7 @@ def test_a_corrupt_file_is_a_ledger_error_naming_the_file_and_the_fix(tmp_path: 
         Ledger.open(path)
     message = str(caught.value)
     assert str(path) in message
-    assert "move the file aside" in message
+    assert "restore it from a backup" in message
 
 
 def test_a_ledger_from_a_newer_schema_is_refused(tmp_path: Path) -> None:

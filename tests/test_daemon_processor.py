@@ -408,3 +408,16 @@ def _admission(processor: Processor) -> Any:
         now=datetime.now(UTC),
         environ={"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"},
     )
+
+
+@pytest.mark.loadbearing
+def test_a_folder_without_a_root_index_is_quarantined_with_the_reason(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    entry = drop_bundle(workspace, "no-index")
+    (entry / "index.md").unlink()
+    [result] = settle(processor, clock)
+    assert result.state == "failed"
+    report = (workspace.failed / "no-index.error.txt").read_text("utf-8")
+    assert "index.md is missing at the bundle root" in report
+    assert ".state" not in report and "claimed" not in report  # named as the planner knows it

@@ -16,6 +16,9 @@ from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.verdict import VerdictError
+from portfolio_optimiser.daemon.claim import ClaimError
+from portfolio_optimiser.daemon.ledger import LedgerError
+from portfolio_optimiser.daemon.lock import LockHeld
 from portfolio_optimiser.pipeline.budget import SpendFileError
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 from portfolio_optimiser.reasoning.store import Refusal
@@ -153,7 +156,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except ConfigError as exc:
         return fail(str(exc), EX_CONFIG)
-    except (BundleError, VerdictError, Refusal, SpendFileError) as exc:
+    except (
+        BundleError,
+        VerdictError,
+        Refusal,
+        SpendFileError,
+        LedgerError,
+        LockHeld,
+        ClaimError,
+    ) as exc:
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130

@@ -119,6 +119,14 @@ def demo(args: argparse.Namespace) -> int:
 
     config = resolve_config(args)
     target: Path = args.into or Path(tempfile.mkdtemp(prefix="portfolio-optimiser-demo-"))
+    if args.into is not None and target.exists() and any(target.iterdir()):
+        # A second demo into the same folder would start with the first one's wiki: run A would
+        # not be the empty-wiki run it says it is.
+        print(
+            f"portfolio-optimiser: {target} is not empty; give demo a new or empty folder",
+            file=sys.stderr,
+        )
+        return 1
     report = asyncio.run(simulate(target, config=config))
     say(render_report(report))
     return 0 if report.marker_reached_run_b and not report.marker_in_control else 1

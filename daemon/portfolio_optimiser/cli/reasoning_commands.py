@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,13 @@ def advisors(args: argparse.Namespace) -> int:
 def plan_preview(args: argparse.Namespace) -> int:
     _config, store, ctx = _context(args)
     states = availability_now(store.load(), ctx)
+    capabilities = tuple(c.strip() for c in args.capabilities.split(",") if c.strip())
+    if not capabilities:
+        print(
+            "portfolio-optimiser: --capabilities names none; give e.g. cost_review,independent_reasoning",
+            file=sys.stderr,
+        )
+        capabilities=capabilities,
     request = PlanRequest(
         materiality=Materiality(args.materiality),
         capabilities=tuple(c.strip() for c in args.capabilities.split(",") if c.strip()),
@@ -181,6 +189,13 @@ def status(args: argparse.Namespace) -> int:
     _config, store, ctx = _context(args)
     loaded = store.load()
     states = availability_now(loaded, ctx)
+    if args.task and args.task not in tasks_of(loaded):
+        known = ", ".join(tasks_of(loaded)) or "none yet"
+        print(
+            f"portfolio-optimiser: no task {args.task!r} has records (tasks: {known})",
+            file=sys.stderr,
+        )
+        return 1
     chosen = [args.task] if args.task else tasks_of(loaded)
     statuses = [task_status(loaded, t) for t in chosen]
     workspace: Path = args.workspace
@@ -278,7 +293,10 @@ def explain(args: argparse.Namespace) -> int:
     if chain is not None and extra:
         chain.steps.extend({**step, "redacted": []} for step in extra)
     if chain is None:
-        say(f"no record or assessment mentions {args.id!r}; `status` lists what is recorded")
+        print(
+            f"portfolio-optimiser: no record or assessment mentions {args.id!r}; `status` lists what is recorded",
+            file=sys.stderr,
+        )
         return 1
     if args.json:
         _emit_json(chain.to_json())

@@ -110,7 +110,11 @@ class InboxFilter:
         return not name or any(p.fullmatch(name) for p in self._deny)
 
     def is_bundle_candidate(self, path: Path) -> bool:
-        """A real (not symlinked) folder with a regular ``index.md``, or an archive file."""
+        """A real (not symlinked) folder, or an archive file.
+
+        A folder without ``index.md`` is still a candidate: processing quarantines it with the
+        sentence that says so, where ignoring it would leave the planner waiting for ever.
+        """
         info = _lstat(path)
         if info is None:
             return False
@@ -118,8 +122,7 @@ class InboxFilter:
         if self.is_junk(path.name) and not (stat.S_ISDIR(info.st_mode) and path.name.isdigit()):
             return False
         if stat.S_ISDIR(info.st_mode):
-            index = _lstat(path / BUNDLE_INDEX)
-            return index is not None and stat.S_ISREG(index.st_mode)
+            return True
         return stat.S_ISREG(info.st_mode) and _has_suffix(path.name, BUNDLE_SUFFIXES)
 
     def is_verdict_candidate(self, path: Path) -> bool:

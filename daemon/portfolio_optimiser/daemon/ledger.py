@@ -177,9 +177,9 @@ class Ledger:
         except sqlite3.DatabaseError as exc:
             connection.close()
             raise LedgerError(
-                f"the ledger {path} is not a readable database ({exc}); stop the daemon, move the "
-                f"file aside (for example to {path.name}.corrupt) and start again — a new, empty "
-                "ledger is created and inputs still in the inbox are processed again"
+                f"the ledger {path} is not a readable database ({exc}); stop the daemon and restore "
+                "it from a backup — starting without it forgets which bundles ran and which "
+                "candidates await verdicts, so verdicts for earlier runs would be refused"
             ) from None
         except LedgerError:
             connection.close()

@@ -153,6 +153,9 @@ class Processor:
     waiting: dict[str, str] = field(default_factory=dict)
     """Bundles left in the inbox for now, with the reason (shown by ``status``)."""
     history: list[ItemResult] = field(default_factory=list)
+    recovery_due: bool = False
+    """Set by the service: finish what a crash left claimed on the first step, after READY=1
+    (a recovered run may take minutes; systemd's start timeout must not)."""
 
     def __post_init__(self) -> None:
         self.filter = InboxFilter()
@@ -231,6 +234,9 @@ class Processor:
     def step(self, *, stop: Callable[[], bool] = lambda: False) -> list[ItemResult]:
         """Process everything that is ready now, one item at a time."""
         results: list[ItemResult] = []
+        if self.recovery_due:
+            self.recovery_due = False
+            results.extend(self.recover())
         now = self.clock()
         for verdict in self.verdict_quiet.ready(now=now):
             if verdict.exists():
@@ -250,6 +256,8 @@ class Processor:
     def has_work(self) -> bool:
         """Whether ``step`` would find something to do now."""
         now = self.clock()
+        if self.recovery_due:
+            return True
         if self._due_retries(now):
             return True
         return any(t.seconds_until_next(now=now) == 0.0 for t in (self.bundles, self.verdict_quiet))
@@ -359,6 +367,11 @@ class Processor:
         if oversized is not None:
             return self._quarantine(claimed, name, digest, oversized)
         known = self.ledger.get(digest)
+        if known is not None and known.state == "done" and not self._settled(digest, known.detail):
+            # Done, but a crash came before the bundle moved to bundles/projects/: finish that.
+            project_id = (known.detail or "").split(" run ", 1)[0]
+            self._settle_input(claimed, project_id)
+            return ItemResult(name, "bundle", "done", f"finished after a restart ({known.detail})")
         if known is not None and known.state == "done":
             destination = release(claimed, self.workspace.duplicates / name)
             publish_text(
@@ -385,6 +398,17 @@ class Processor:
                 return self._retry_later(claimed, name, digest, f"{exc.strerror}")
             raise
         return result
+
+    def _settled(self, digest: str, detail: str | None) -> bool:
+        """Whether the bundle of a finished run sits in bundles/projects/ (its content, by hash)."""
+        project_id = (detail or "").split(" run ", 1)[0]
+        ingested = self.workspace.bundles_projects / project_id
+        if not project_id or not ingested.is_dir():
+            return False
+        try:
+            return content_digest(ingested) == digest
+        except (ClaimError, OSError):
+            return False
 
     def _oversized(self, claimed: Path, name: str) -> str | None:
         limit = self.config.daemon.max_bundle_bytes
@@ -548,6 +572,15 @@ class Processor:
     def _quarantine(
         self, claimed: Path, name: str, digest: str | None, sentence: str
     ) -> ItemResult:
+        # The user knows the bundle by its inbox name, not by where the daemon claimed it.
+        sentence = (
+            sentence.replace(f"{claimed}/", "")
+            .replace(str(claimed), name)
+            .replace(claimed.name, name)
+        )
+        unpacked = claimed.with_name(f".{claimed.name}.d")
+        if unpacked.exists():
+            shutil.rmtree(unpacked, ignore_errors=True)
         destination = release(claimed, self.workspace.failed / name)
         report = destination.with_name(destination.name + ".error.txt")
         publish_text(
@@ -585,8 +618,12 @@ class Processor:
 
 def retry_quarantined(workspace: Workspace, ledger: Ledger, name: str, *, now_iso: str) -> Path:
     """Put a quarantined bundle back into the inbox (``retry NAME``)."""
+    if not name or name in {".", ".."} or "/" in name or "\\" in name or name.endswith(".txt"):
+        raise FileNotFoundError(
+            f"{name!r} is not the name of a quarantined bundle; give a name as `ls outbox/failed/` shows it"
+        )
     source = workspace.failed / name
-    if not source.exists():
+    if not source.exists() or source.is_symlink():
         known = (
             sorted(p.name for p in workspace.failed.iterdir() if not p.name.endswith(".txt"))
             if workspace.failed.is_dir()

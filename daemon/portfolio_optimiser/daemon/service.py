@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config, ConfigError, load_config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
+from portfolio_optimiser.reasoning.environment import admission_for
 
 from .ledger import Ledger
 from .lock import WorkspaceLock
@@ -55,6 +57,7 @@ def run_once(
     environ: dict[str, str] | None = None,
 ) -> OnceReport:
     """Process everything in the inbox that is ready now; report what is still settling."""
+    admission_for(config, now=datetime.now(UTC), environ=environ)  # a bad mode word: exit 78 first
     workspace.ensure()
     with WorkspaceLock(workspace.state):
         ledger = Ledger.open(workspace.ledger_file)
@@ -161,6 +164,9 @@ class Service:
 
     def run(self) -> int:
         ws = self.workspace
+        # A wrong mode word or cooldown in the environment is a configuration error: say so now
+        # (exit 78), not after the first bundle has been claimed.
+        admission_for(self.config, now=datetime.now(UTC))
         ws.ensure()
         ws.remember_state()
         with WorkspaceLock(ws.state):
@@ -173,7 +179,7 @@ class Service:
     def _serve(self, ledger: Ledger) -> int:
         ws = self.workspace
         processor = Processor(ws, self.config, ledger, self.clock, self.log, self.client_factory)
-        processor.recover()
+        processor.recovery_due = True
         polling, why = self._polling()
         watcher = InboxWatcher([ws.inbox_projects, ws.inbox_verdicts], self.hints, polling=polling)
         watcher.start()
@@ -281,6 +287,7 @@ class Service:
         self.notifier.reloading()
         try:
             config = load_config(self.config_path)
+            admission_for(config, now=datetime.now(UTC))
         except ConfigError as exc:
             self.log.error("config reload refused; keeping the running config", problem=str(exc))
             return processor

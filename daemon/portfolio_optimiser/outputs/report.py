@@ -296,6 +296,13 @@ def render_report(
     ]
     if any(" + " in label for label, _ in bars):
         body += ["A saving that spans several codes is shown once, against the set of codes.", ""]
+    if result.notes:
+        body += [
+            "## Notes from the run",
+            "",
+            *(f"- {_md(red.text(note, 'a run note'))}" for note in result.notes),
+            "",
+        ]
     # Fixed text and minted ids only (the ids match ^c-[0-9a-f]{16}$), so nothing to scrub.
     steps = _next_steps(result, templates)
     footer = [

@@ -14,7 +14,7 @@ import asyncio
 from pathlib import Path
 
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.navigate import navigate_bundle
+from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import VerdictStore
@@ -71,6 +71,11 @@ async def run_project(
         meter=meter,
         middleware=[BudgetMiddleware(meter, portfolio_meter)],
         client_factory=client_factory,
+    )
+    # What navigation refused or could not find is said in the run's notes (and so in the report),
+    # as check-bundle says it: a refused link is never followed, but never silent either.
+    run.notes.extend(
+        str(problem) for problem in navigation.problems if problem.kind is not ProblemKind.CYCLE
     )
     learned = fold(verdicts, project)
     states = availability_now(reasoning.store.load(), reasoning.ctx)

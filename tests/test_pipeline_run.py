@@ -267,3 +267,52 @@ def test_candidate_ids_keep_the_proposers_literal(tmp_path: Path) -> None:
     assert local.candidate.saving_literal == "144000"
     assert model.candidates[0].candidate.saving_literal == "144000.0"
     assert local.candidate.id != model.candidates[0].candidate.id
+
+
+@pytest.mark.loadbearing
+def test_a_measure_proposed_again_after_acceptance_is_not_gated_twice(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def proposer(_m: Any, _o: Any) -> str:
+        calls.append(1)  # first answer: a good one and a bad one; then the good one again
+        if len(calls) == 1:
+            return proposal(measure(), measure(saving=9_000_000, measure_type="scope-reduction"))
+        return proposal(measure())
+
+    result = run(
+        small_bundle(tmp_path / "b"),
+        session(tmp_path, PROPOSER, CHECKER),
+        {"p1": proposer, "k1": approve},
+    )
+    ids = [c.candidate.id for c in result.candidates]
+    accepted = [c for c in result.candidates if c.validator.outcome == "accepted"]
+    assert len(accepted) == 1
+    assert ids.count(accepted[0].candidate.id) == 1
+    assert any("already accepted in this run" in note for note in result.notes)
+
+
+@pytest.mark.loadbearing
+def test_a_candidate_an_expert_rejected_is_not_proposed_again(tmp_path: Path) -> None:
+    from portfolio_optimiser.context.verdict import Decision
+    from portfolio_optimiser.learning import LearnedVerdict
+    from portfolio_optimiser.learning.verdict_store import CandidateKey
+
+    bundle = small_bundle(tmp_path / "b")
+    first = run(bundle, session(tmp_path, PROPOSER, CHECKER, mode=Mode.CI), {})
+    [only] = first.candidates
+    store = VerdictStore()
+    store.add(
+        LearnedVerdict(
+            candidate_id=only.candidate.id,
+            decision=Decision.REJECTED,
+            rationale="A deferral, not a saving.",
+            reviewer="KE",
+            key=CandidateKey.from_candidate(only.candidate),
+            source=tmp_path / "v.json",
+        )
+    )
+    second = run(
+        bundle, session(tmp_path / "s2", PROPOSER, CHECKER, mode=Mode.CI), {}, verdicts=store
+    )
+    assert second.candidates == ()
+    assert any("an expert rejected it" in note for note in second.notes)

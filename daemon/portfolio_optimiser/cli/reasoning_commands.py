@@ -99,7 +99,7 @@ def plan_preview(args: argparse.Namespace) -> int:
             "portfolio-optimiser: --capabilities names none; give e.g. cost_review,independent_reasoning",
             file=sys.stderr,
         )
-        capabilities=capabilities,
+        capabilities = (capabilities,)
     request = PlanRequest(
         materiality=Materiality(args.materiality),
         capabilities=tuple(c.strip() for c in args.capabilities.split(",") if c.strip()),

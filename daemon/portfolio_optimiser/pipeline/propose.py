@@ -37,6 +37,16 @@ class Proposal(BaseModel):
     candidates: list[ProposedMeasure]
 
 
+def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictStore) -> str | None:
+    """Why a candidate is not gated again: already accepted in this run, or rejected by an expert."""
+    if any(other.id == candidate.id for other in run.accepted):
+        return f"{candidate.id} was proposed again; it is already accepted in this run"
+    verdict = verdicts.get(candidate.id)
+    if verdict is not None and not verdict.approves:
+        return f"{candidate.id} was not proposed again: an expert rejected it ({verdict.reviewer})"
+    return None
+
+
 def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
     decision = validate_candidate(candidate, run.project, accepted=run.accepted)
     if isinstance(decision, Accepted):
@@ -59,12 +69,16 @@ def propose_locally(run: RunState, verdicts: VerdictStore) -> StopReason:
     for candidate in local_candidates(run.project, verdicts.approved())[
         : run.settings.max_candidates
     ]:
+        skip = _settled_elsewhere(run, candidate, verdicts)
+        if skip is not None:
+            run.notes.append(skip)
+            continue
         _gate(run, candidate, attempt=1)
     return "local_rules" if run.outcomes else "no_candidates"
 
 
 async def propose_with_model(
-    run: RunState, proposer_id: str, context: str, learned: str
+    run: RunState, proposer_id: str, context: str, learned: str, verdicts: VerdictStore
 ) -> StopReason:
     advisor = run.reasoning.ctx.catalogue.get(proposer_id)
     assert advisor is not None
@@ -106,6 +120,10 @@ async def propose_with_model(
                 candidate = _candidate(run.project, measure)
             except ValidationError:
                 prior_rejection = f"'{measure.title}': its figures are not finite numbers"
+                continue
+            skip = _settled_elsewhere(run, candidate, verdicts)
+            if skip is not None:
+                run.notes.append(skip)
                 continue
             decision = _gate(run, candidate, attempt)
             if not isinstance(decision, Accepted):

@@ -85,7 +85,7 @@ async def run_project(
     try:
         async with asyncio.timeout(settings.run_timeout_s):
             if proposer_id is not None:
-                stop = await propose_with_model(run, proposer_id, context, learned)
+                stop = await propose_with_model(run, proposer_id, context, learned, verdicts)
             else:
                 run.prompts.append(
                     hypothesis_prompt(

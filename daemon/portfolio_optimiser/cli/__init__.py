@@ -16,6 +16,7 @@ from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.verdict import VerdictError
+from portfolio_optimiser.daemon.archive import ArchiveError
 from portfolio_optimiser.daemon.claim import ClaimError
 from portfolio_optimiser.daemon.ledger import LedgerError
 from portfolio_optimiser.daemon.lock import LockHeld
@@ -164,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         LedgerError,
         LockHeld,
         ClaimError,
+        ArchiveError,
     ) as exc:
         return fail(str(exc), 1)
     except KeyboardInterrupt:

@@ -49,8 +49,29 @@ def check_verdict(args: argparse.Namespace) -> int:
         )
         return 1
     verdict = parse_verdict(data, str(path))
+    unknown = _unknown_candidate(getattr(args, "workspace", None) or Path(), verdict.id)
+    if unknown:
+        print(strip_control(f"portfolio-optimiser: {path}: {unknown}"), file=sys.stderr)
+        return 1
     say(f"{path}: a valid verdict — {verdict.decision.value} on {verdict.id} by {verdict.reviewer}")
     return 0
+
+
+def _unknown_candidate(workspace: Path, candidate_id: str) -> str | None:
+    """What the daemon would say of the id, when this workspace has a ledger to ask."""
+    from portfolio_optimiser.daemon.ledger import Ledger
+    from portfolio_optimiser.daemon.workspace import Workspace
+
+    ledger_file = Workspace.at(workspace).ledger_file
+    if not ledger_file.is_file():
+        return None
+    with Ledger.open(ledger_file) as ledger:
+        if ledger.candidate(candidate_id) is not None:
+            return None
+    return (
+        f"the verdict is well formed, but {candidate_id!r} names no candidate awaiting a verdict in "
+        f"{workspace}; copy the id verbatim from a template in outbox/runs/<project>/<run>/verdicts/"
+    )
 
 
 def _check_one(bundle: Path, config: Config) -> int:
@@ -96,8 +117,21 @@ def _check_one(bundle: Path, config: Config) -> int:
 
 
 def check_bundle(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from portfolio_optimiser.daemon.archive import extract_bundle, is_archive
+
     config = resolve_config(args)
-    problems = _check_one(args.bundle, config)
+    bundle: Path = args.bundle
+    if bundle.is_file() and is_archive(bundle):
+        # The inbox takes archives too: unpack it the way the daemon does, safely, and check that.
+        with tempfile.TemporaryDirectory(prefix="check-bundle-") as scratch:
+            root = extract_bundle(
+                bundle, Path(scratch) / "bundle", max_total_bytes=config.daemon.max_bundle_bytes
+            )
+            problems = _check_one(root, config)
+    else:
+        problems = _check_one(bundle, config)
     if problems:
         print(
             strip_control(

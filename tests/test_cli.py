@@ -247,3 +247,29 @@ def test_an_escape_sequence_in_a_bundle_path_never_reaches_stderr(
     err = capsys.readouterr().err
     assert "\x1b" not in err
     assert "\x07" not in err
+
+
+def test_check_bundle_unpacks_an_archive_as_the_inbox_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    archive = shutil.make_archive(
+        str(tmp_path / "school"), "zip", root_dir=PORTFOLIO, base_dir="lillevik-school"
+    )
+    assert main(["check-bundle", archive]) == 0
+    assert "lillevik-school: " in capsys.readouterr().out
+
+
+def test_check_verdict_names_an_id_the_workspace_does_not_await(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from portfolio_optimiser.daemon.ledger import Ledger
+
+    (tmp_path / ".state").mkdir()
+    Ledger.open(tmp_path / ".state" / "ledger.sqlite").close()
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(GOOD_VERDICT), encoding="utf-8")
+    assert main(["check-verdict", str(path), "--workspace", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "names no candidate awaiting a verdict" in err and err.count("\n") == 1

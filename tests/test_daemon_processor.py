@@ -421,3 +421,22 @@ def test_a_folder_without_a_root_index_is_quarantined_with_the_reason(
     report = (workspace.failed / "no-index.error.txt").read_text("utf-8")
     assert "index.md is missing at the bundle root" in report
     assert ".state" not in report and "claimed" not in report  # named as the planner knows it
+
+
+@pytest.mark.loadbearing
+def test_a_slow_copy_into_a_folder_is_not_taken_before_it_ends(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    # The watch is on the inbox's top level: one hint when the folder appears, none while files
+    # keep arriving inside it. Only a fresh look at the tree sees the copy still going.
+    partial = workspace.inbox_projects / "slow"
+    partial.mkdir()
+    (partial / "index.md").write_text("# Slow\n", encoding="utf-8")
+    processor.observe(partial)
+    clock.advance(processor.config.daemon.stability_seconds + 1)
+    shutil.copytree(SCHOOL, partial, dirs_exist_ok=True)  # the rest of the copy lands late
+    assert processor.step() == []
+    assert partial.is_dir()
+    clock.advance(processor.config.daemon.stability_seconds + 1)
+    [result] = processor.step()
+    assert result.state == "done"

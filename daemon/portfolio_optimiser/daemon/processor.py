@@ -154,6 +154,7 @@ class Processor:
     """Bundles left in the inbox for now, with the reason (shown by ``status``)."""
     history: list[ItemResult] = field(default_factory=list)
     recovery_due: bool = False
+    _cached_admission: Any = None
     """Set by the service: finish what a crash left claimed on the first step, after READY=1
     (a recovered run may take minutes; systemd's start timeout must not)."""
 
@@ -239,8 +240,14 @@ class Processor:
             results.extend(self.recover())
         now = self.clock()
         for verdict in self.verdict_quiet.ready(now=now):
+            if stop():
+                return results
             if verdict.exists():
                 results.append(self._verdict(verdict, quiet=True))
+        # Look again before trusting the quiet: the inbox is watched at its top level only, so a
+        # slow copy into a folder makes no further events, and only a fresh look sees it growing.
+        for entry in self.bundles.tracking():
+            self.bundles.observe(entry, snapshot(entry), now=now)
         for claimed in self._due_retries(now):
             if stop():
                 return results
@@ -267,11 +274,21 @@ class Processor:
 
     # -- verdicts --------------------------------------------------------------------------------
 
+    def _admission(self) -> Any:
+        """Built once per processor (the environment is read at start and on reload), with the
+        processor's clock, so each record still carries the moment it was written."""
+        if self._cached_admission is None:
+            self._cached_admission = admission_for(
+                self.config,
+                now=datetime.fromtimestamp(self.clock(), UTC),
+                environ=self.environ,
+                clock=lambda: datetime.fromtimestamp(self.clock(), UTC),
+            )
+        return self._cached_admission
+
     def _verdict(self, path: Path, *, quiet: bool) -> ItemResult:
         now = self.clock()
-        admission = admission_for(
-            self.config, now=datetime.fromtimestamp(now, UTC), environ=self.environ
-        )
+        admission = self._admission()
         outcome = ingest_verdict(
             path,
             ledger=self.ledger,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -59,14 +60,29 @@ class Store:
         self.root = state_dir / "reasoning"
         # Records are never overwritten, so a file once parsed never needs parsing again.
         self._parsed: dict[Path, StoredRecord | str] = {}
+        self._last: tuple[list[str], Loaded] | None = None
         self._lock = threading.Lock()
 
     def load(self) -> Loaded:
         if not self.root.is_dir():
             return Loaded()
+        # Names as strings, listed with scandir: every load lists the folders (another process may
+        # have written), but a listing that has not changed returns the answer already built.
+        names: list[str] = []
+        with os.scandir(self.root) as tasks:
+            for task in tasks:
+                if task.is_dir(follow_symlinks=False):
+                    with os.scandir(task.path) as files:
+                        names.extend(
+                            f"{task.name}/{f.name}" for f in files if f.name.endswith(".json")
+                        )
+        names.sort()
+        if self._last is not None and names == self._last[0]:
+            return self._last[1]
         records: list[StoredRecord] = []
         unreadable: list[tuple[str, str]] = []
-        for path in sorted(self.root.glob("*/*.json")):
+        for name in names:
+            path = self.root / name
             parsed = self._parsed.get(path)
             if parsed is None or isinstance(parsed, str):
                 try:
@@ -75,11 +91,14 @@ class Store:
                     parsed = str(exc).splitlines()[0]
                 self._parsed[path] = parsed
             if isinstance(parsed, str):
-                unreadable.append((str(path.relative_to(self.root)), parsed))
+                unreadable.append((name, parsed))
             else:
                 records.append(parsed)
         records.sort(key=lambda r: (r.recorded_at, r.task, r.seq))
-        return Loaded(tuple(records), tuple(unreadable))
+        loaded = Loaded(tuple(records), tuple(unreadable))
+        # An unreadable file may be mid-write by someone else: only a clean listing is kept.
+        self._last = (names, loaded) if not unreadable else None
+        return loaded
 
     def record(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
         """Admit, redact, mint and write one record. Raises :class:`Refusal`."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
@@ -50,6 +51,21 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     )
 
 
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _command(
+    sub: Any, name: str, help: str, handler: Handler, *, json: bool = False
+) -> argparse.ArgumentParser:
+    """One subcommand: its help, the common options after its name, and its handler."""
+    command: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    _common(command, suppress=True)
+    if json:
+        command.add_argument("--json", action="store_true", help="machine-readable output")
+    command.set_defaults(handler=handler)
+    return command
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="portfolio-optimiser",
@@ -58,91 +74,84 @@ def build_parser() -> argparse.ArgumentParser:
     _common(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser(
-        "demo",
-        help="run the example portfolio offline twice, with a promoted expert verdict between the runs",
+    _command(
+        sub,
+        "run",
+        "the daemon: watch the inbox and process what arrives until SIGTERM",
+        daemon_commands.run,
     )
-    _common(demo, suppress=True)
+    _command(
+        sub, "once", "process everything ready in the inbox now, then exit", daemon_commands.once
+    )
+    demo = _command(
+        sub,
+        "demo",
+        "run the example portfolio offline twice, with a promoted expert verdict between the runs",
+        commands.demo,
+    )
     demo.add_argument(
         "--into",
         type=Path,
         metavar="DIR",
         help="build the demo workspace here (default: a new temporary folder)",
     )
-    demo.set_defaults(handler=commands.demo)
-
-    check_verdict = sub.add_parser(
-        "check-verdict", help="validate a hand-edited verdict file without dropping it"
+    _command(
+        sub,
+        "status",
+        "inbox, daemon, spend, advisors and each task's reasoning state, with a handover report",
+        reasoning_commands.status,
+        json=True,
+    ).add_argument("--task", help="only this task")
+    _command(
+        sub,
+        "explain",
+        "the provenance chain of a candidate, assessment or conclusion",
+        reasoning_commands.explain,
+        json=True,
+    ).add_argument("id", metavar="ID")
+    _command(
+        sub,
+        "check-verdict",
+        "validate a hand-edited verdict file without dropping it",
+        commands.check_verdict,
+    ).add_argument("file", type=Path, metavar="FILE")
+    _command(
+        sub,
+        "check-bundle",
+        "check a project bundle (a folder or an archive) before dropping it into the inbox",
+        commands.check_bundle,
+    ).add_argument("bundle", type=Path, metavar="DIR")
+    _command(
+        sub,
+        "advisors",
+        "every advisor, its status and why; capacity per capability",
+        reasoning_commands.advisors,
+        json=True,
     )
-    _common(check_verdict, suppress=True)
-    check_verdict.add_argument("file", type=Path, metavar="FILE")
-    check_verdict.set_defaults(handler=commands.check_verdict)
-
-    check_bundle = sub.add_parser(
-        "check-bundle", help="check a project bundle before dropping it into the inbox"
+    preview = _command(
+        sub,
+        "plan",
+        "preview the consultation plan for an uncertainty; records nothing",
+        reasoning_commands.plan_preview,
+        json=True,
     )
-    _common(check_bundle, suppress=True)
-    check_bundle.add_argument("bundle", type=Path, metavar="DIR")
-    check_bundle.set_defaults(handler=commands.check_bundle)
-
-    advisors = sub.add_parser(
-        "advisors", help="every advisor, its status and why; capacity per capability"
-    )
-    _common(advisors, suppress=True)
-    advisors.add_argument("--json", action="store_true", help="machine-readable output")
-    advisors.set_defaults(handler=reasoning_commands.advisors)
-
-    preview = sub.add_parser(
-        "plan", help="preview the consultation plan for an uncertainty; records nothing"
-    )
-    _common(preview, suppress=True)
     preview.add_argument("--materiality", required=True, choices=[m.value for m in Materiality])
     preview.add_argument(
         "--capabilities", required=True, metavar="A,B", help="comma-separated capabilities"
     )
     preview.add_argument("--confidence", default="medium", choices=[c.value for c in Confidence])
-    preview.add_argument("--json", action="store_true", help="machine-readable output")
-    preview.set_defaults(handler=reasoning_commands.plan_preview)
-
-    status = sub.add_parser(
-        "status", help="inbox, advisors and each task's reasoning state, with a handover report"
-    )
-    _common(status, suppress=True)
-    status.add_argument("--task", help="only this task")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.set_defaults(handler=reasoning_commands.status)
-
-    explain = sub.add_parser(
-        "explain", help="the provenance chain of a candidate, assessment or conclusion"
-    )
-    _common(explain, suppress=True)
-    explain.add_argument("id", metavar="ID")
-    explain.add_argument("--json", action="store_true", help="machine-readable output")
-    explain.set_defaults(handler=reasoning_commands.explain)
-
-    run = sub.add_parser(
-        "run", help="the daemon: watch the inbox and process what arrives until SIGTERM"
-    )
-    _common(run, suppress=True)
-    run.set_defaults(handler=daemon_commands.run)
-
-    once = sub.add_parser("once", help="process everything ready in the inbox now, then exit")
-    _common(once, suppress=True)
-    once.set_defaults(handler=daemon_commands.once)
-
-    doctor = sub.add_parser(
+    _command(
+        sub,
         "doctor",
-        help="check config, folders, permissions, file systems, inotify limits, ledgers, advisors",
+        "check config, folders, permissions, file systems, inotify limits, ledgers, advisors",
+        daemon_commands.doctor,
     )
-    _common(doctor, suppress=True)
-    doctor.set_defaults(handler=daemon_commands.doctor)
-
-    retry = sub.add_parser(
-        "retry", help="put a quarantined bundle from outbox/failed/ back into the inbox"
-    )
-    _common(retry, suppress=True)
-    retry.add_argument("name", metavar="NAME")
-    retry.set_defaults(handler=daemon_commands.retry)
+    _command(
+        sub,
+        "retry",
+        "put a quarantined bundle from outbox/failed/ back into the inbox",
+        daemon_commands.retry,
+    ).add_argument("name", metavar="NAME")
     return parser
 
 

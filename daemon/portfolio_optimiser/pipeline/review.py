@@ -157,20 +157,10 @@ async def _conclude_locally(
                 "realisation below the claimed saving",
                 "the decision point passes before the expert decides",
             ),
-            validation_plan=(
-                f"the expert's verdict on {candidate.id}",
-                "the validator recomputes the figures on every run",
-            ),
+            validation_plan=_validation_plan(candidate),
         )
     )
-    await run.arecord(
-        ValidationInput(
-            conclusion=conclusion.id,
-            check="deterministic validator",
-            outcome="pass",
-            evidence=(evidence[0],),
-        )
-    )
+    await _validator_passed(run, conclusion, evidence)
     return conclusion
 
 
@@ -253,20 +243,10 @@ async def _consult(
             rationale=f"The validator recomputed every figure; {len(completed)} checker consultation(s) raised no rejection.",
             evidence=tuple(evidence),
             consultations=tuple(r.id for r in completed),
-            validation_plan=(
-                f"the expert's verdict on {candidate.id}",
-                "the validator recomputes the figures on every run",
-            ),
+            validation_plan=_validation_plan(candidate),
         )
     )
-    await run.arecord(
-        ValidationInput(
-            conclusion=conclusion.id,
-            check="deterministic validator",
-            outcome="pass",
-            evidence=(evidence[0],),
-        )
-    )
+    await _validator_passed(run, conclusion, evidence)
     return outcome.model_copy(
         update={
             **update,
@@ -361,3 +341,24 @@ async def _mapped(advisor: Advisor, debate: Any) -> Any:
         return await debate
     with map_sdk_errors(advisor.id):
         return await debate
+
+
+def _validation_plan(candidate: Candidate) -> tuple[str, ...]:
+    return (
+        f"the expert's verdict on {candidate.id}",
+        "the validator recomputes the figures on every run",
+    )
+
+
+async def _validator_passed(
+    run: RunState, conclusion: StoredRecord, evidence: list[Evidence]
+) -> None:
+    """The conclusion's first validation: the validator's receipt, already in hand."""
+    await run.arecord(
+        ValidationInput(
+            conclusion=conclusion.id,
+            check="deterministic validator",
+            outcome="pass",
+            evidence=(evidence[0],),
+        )
+    )

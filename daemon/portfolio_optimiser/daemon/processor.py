@@ -247,7 +247,14 @@ class Processor:
         # Look again before trusting the quiet: the inbox is watched at its top level only, so a
         # slow copy into a folder makes no further events, and only a fresh look sees it growing.
         for entry in self.bundles.tracking():
-            self.bundles.observe(entry, snapshot(entry), now=now)
+            shot = snapshot(entry)
+            # The quiet period counts from the tree's last change, not from when it was noticed.
+            newest = (
+                max((mtime for _rel, _size, mtime, _dir in shot.entries), default=0) / 1e9
+                if shot
+                else now
+            )
+            self.bundles.observe(entry, shot, now=min(now, max(newest, 0.0)))
         for claimed in self._due_retries(now):
             if stop():
                 return results

@@ -194,8 +194,7 @@ class Service:
             state=str(ws.state),
             stability_s=self.config.daemon.stability_seconds,
         )
-        processor.scan()
-        last_rescan = time.monotonic()
+        last_rescan = 0.0  # the first scan is the loop's first piece of work, after READY=1
         interval = self.notifier.watchdog_interval_s()
         last_ping = 0.0
         # A run can take minutes (run_timeout_seconds); it goes to a worker thread so the loop keeps

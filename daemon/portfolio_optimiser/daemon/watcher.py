@@ -44,6 +44,7 @@ NETWORK_FILESYSTEMS: Final = frozenset(
 
 
 _IGNORED_EVENTS: Final = frozenset({"opened", "closed_no_write"})
+MOVE_PAIRING_S: Final = 0.02
 # Asked of the kernel, so reads never even become events (a scan of 10,000 files would make 20,000).
 _WANTED: Final[list[type[FileSystemEvent]]] = [
     events.FileCreatedEvent,
@@ -144,7 +145,14 @@ class InboxWatcher:
         else:
             try:
                 from watchdog.observers.inotify import InotifyObserver
+                from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 
+                # watchdog holds a rename out of the watched folder for 0.5 s, hoping to pair it,
+                # and every later event waits behind it. Our own claims are such renames, so a
+                # bundle arriving just after one would wait half a second. The kernel writes a
+                # pair's two halves together, so a short wait pairs every real pair. Process-wide,
+                # and this process has one observer.
+                InotifyMoveEventGrouper.delay = MOVE_PAIRING_S
                 observer = InotifyObserver(generate_full_events=True)
             except (ImportError, OSError):
                 observer, self.method = PollingObserver(timeout=self.poll_interval_s), "polling"

@@ -96,8 +96,6 @@ def test_a_rejection_with_a_rationale_parses_and_does_not_approve() -> None:
 
 
 def test_the_skills_example_verdict_parses() -> None:
-    if not EXAMPLE_VERDICT.exists():
-        pytest.skip(f"{EXAMPLE_VERDICT} is not written yet")
     verdict = parse_verdict(EXAMPLE_VERDICT.read_bytes(), str(EXAMPLE_VERDICT))
     assert verdict.id.startswith("c-")
     assert verdict.decision in set(Decision)

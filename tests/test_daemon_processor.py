@@ -14,7 +14,8 @@ import structlog
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.processor import Processor, retry_quarantined
+from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.retry import retry_quarantined
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend
 

@@ -75,7 +75,7 @@ def once(args: argparse.Namespace) -> int:
 
 def retry(args: argparse.Namespace) -> int:
     from portfolio_optimiser.daemon.ledger import Ledger
-    from portfolio_optimiser.daemon.processor import retry_quarantined
+    from portfolio_optimiser.daemon.retry import retry_quarantined
     from portfolio_optimiser.daemon.workspace import Workspace
 
     workspace = Workspace.at(args.workspace)

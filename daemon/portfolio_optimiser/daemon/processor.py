@@ -11,11 +11,7 @@ Verdicts are read in place (``verdicts``).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import errno
-import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable
@@ -27,28 +23,14 @@ from typing import Any
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.errors import BundleError
-from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
-from portfolio_optimiser.learning import (
-    LearnedVerdict,
-    VerdictFrontmatterError,
-    VerdictStore,
-    seed_store_from_bundle,
-)
 from portfolio_optimiser.outputs.writer import schema_ref_for, write_run_outputs
 from portfolio_optimiser.pipeline.budget import (
-    Budget,
-    PortfolioBudget,
-    PortfolioMeter,
     read_spend,
     write_spend,
 )
-from portfolio_optimiser.pipeline.outcome import RunResult
 from portfolio_optimiser.pipeline.run import (
     ClientFactory,
-    ReasoningSession,
-    RunSettings,
     default_client_factory,
-    run_project,
 )
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Store
@@ -57,11 +39,13 @@ from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, claim, content_digest, original_name, release, same_filesystem
 from .filters import InboxFilter
 from .ledger import Ledger, next_backoff_s
+from .published import Published
+from .runner import run_pipeline
 from .stability import StabilityTracker, snapshot
 from .verdicts import VerdictState, ingest_verdict
 from .workspace import Workspace
 
-__all__ = ["ItemResult", "Processor", "retry_quarantined"]
+__all__ = ["ItemResult", "Processor"]
 
 Clock = Callable[[], float]
 _TRANSIENT = frozenset(
@@ -76,65 +60,6 @@ class ItemResult:
     state: str
     message: str = ""
     output: Path | None = None
-
-
-@dataclass(frozen=True)
-class _Published:
-    """What the steps after publishing need of a run, from its result or from its files."""
-
-    project_id: str
-    tokens: int
-    budget_stop: str | None
-    candidates: list[tuple[str, str, str | None, str | None]]
-    folder: Path
-
-    @classmethod
-    def of(cls, result: RunResult, folder: Path) -> _Published:
-        rows = [
-            (
-                c.candidate.id,
-                _key_json(
-                    c.candidate.project_id,
-                    c.candidate.affected_codes,
-                    c.candidate.measure_type,
-                    c.candidate.saving_literal,
-                ),
-                c.assessment,
-                c.disagreement,
-            )
-            for c in result.candidates
-        ]
-        tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
-        return cls(result.project_id, tokens, result.budget_stop, rows, folder)
-
-    @classmethod
-    def read(cls, folder: Path) -> _Published:
-        proposals = json.loads((folder / "proposals.json").read_text("utf-8"))
-        provenance = json.loads((folder / "provenance.json").read_text("utf-8"))
-        rows = [
-            (
-                c["id"],
-                _key_json(
-                    c["project_id"], c["affected_codes"], c["measure_type"], c["saving_literal"]
-                ),
-                c.get("assessment"),
-                c.get("disagreement"),
-            )
-            for c in proposals["candidates"]
-        ]
-        tokens = sum(int(v) for v in (provenance.get("tokens") or {}).values())
-        return cls(proposals["project_id"], tokens, provenance.get("budget_stop"), rows, folder)
-
-
-def _key_json(project_id: str, codes: Any, measure_type: str, literal: str) -> str:
-    return json.dumps(
-        {
-            "project_id": project_id,
-            "affected_codes": list(codes),
-            "measure_type": measure_type,
-            "saving_literal": literal,
-        }
-    )
 
 
 def _iso(epoch_s: float) -> str:
@@ -468,9 +393,9 @@ class Processor:
             # A crash after the outputs were published: they are the run's durable result. Running
             # again would give other outputs (the records now reuse the first conclusions), so the
             # steps after publishing are finished from what was published.
-            summary = _Published.read(published[0])
+            summary = Published.read(published[0])
         else:
-            result = self._pipeline(bundle, run_id)
+            result = run_pipeline(self, bundle, run_id)
             run_folder = ws.outbox / "runs" / result.project_id / run_id
             folder = write_run_outputs(
                 result,
@@ -479,7 +404,7 @@ class Processor:
                 stamp=stamp,
                 schema_ref=schema_ref_for(run_folder, ws.root),
             )
-            summary = _Published.of(result, folder)
+            summary = Published.of(result, folder)
         self._fault("after-outputs")
         charged_id = f"{summary.project_id}/{run_id}"
         spend = read_spend(ws.spend_file)
@@ -519,39 +444,6 @@ class Processor:
             name, "bundle", "done", f"{len(summary.candidates)} candidates", summary.folder
         )
 
-    def _pipeline(self, bundle: Path, run_id: str) -> RunResult:
-        config = self.config
-        spend = read_spend(self.workspace.spend_file)
-        admission = admission_for(
-            config,
-            now=datetime.fromtimestamp(self.clock(), UTC),
-            environ=self.environ,
-            clock=lambda: datetime.now(UTC),
-        )
-        budget = Budget(
-            run_tokens=config.budget.run_tokens,
-            call_tokens=config.budget.call_tokens,
-            max_rounds=max(config.stop.max_rounds, config.stop.max_attempts) * 4,
-        )
-        meter = PortfolioMeter(
-            PortfolioBudget(
-                total_tokens=config.budget.portfolio_tokens, per_run_claim=config.budget.run_tokens
-            ),
-            spent=spend.spent_tokens,
-        )
-        return asyncio.run(
-            run_project(
-                bundle,
-                verdicts=self._learning_store(),
-                budget=budget,
-                settings=RunSettings.from_config(config),
-                reasoning=ReasoningSession(self.reasoning_store, admission),
-                run_id=run_id,
-                portfolio_meter=meter,
-                client_factory=self.client_factory,
-            )
-        )
-
     def _settle_input(self, bundle: Path, project_id: str) -> None:
         """The input leaves only now that outputs, spend and ledger are durable."""
         target = self.workspace.bundles_projects / project_id
@@ -568,30 +460,6 @@ class Processor:
             archive = bundle.with_name(bundle.name[1:].removesuffix(".d"))
             if archive.exists():
                 archive.unlink()  # the unpacked bundle now lives in bundles/projects/
-
-    def _learning_store(self) -> VerdictStore:
-        """Seeded afresh for every run: the wiki's promoted verdicts, then each candidate's current
-        verdict as the ledger recorded it. A file the daemon refused, or has not read since it
-        changed, teaches nothing; a damaged wiki page is skipped and named, never fatal."""
-        problems: list[tuple[str, str]] = []
-        store = seed_store_from_bundle(self.workspace.wiki, problems=problems)
-        for page, why in problems:
-            self.log.warning("wiki page skipped by the learning fold", page=page, problem=why)
-        for row in self.ledger.latest_verdicts():
-            path = self.workspace.inbox_verdicts / row.name
-            try:
-                data = path.read_bytes()
-            except OSError:
-                continue  # taken away by the expert: the wiki keeps what was promoted
-            if hashlib.sha256(data).hexdigest() != row.digest:
-                continue  # edited since it was read; the daemon reads the new bytes first
-            try:
-                store.add(LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path))
-            except (VerdictError, VerdictFrontmatterError) as exc:
-                self.log.warning(
-                    "verdict skipped by the learning fold", file=row.name, problem=str(exc)
-                )
-        return store
 
     def _quarantine(
         self, claimed: Path, name: str, digest: str | None, sentence: str
@@ -638,28 +506,3 @@ class Processor:
         self.ledger.mark(digest, "retry", now=_iso(self.clock()), output=str(claimed), error=why)
         self.log.warning("bundle will be retried", bundle=name, reason=why, in_seconds=delay)
         return ItemResult(name, "bundle", "retry", why)
-
-
-def retry_quarantined(workspace: Workspace, ledger: Ledger, name: str, *, now_iso: str) -> Path:
-    """Put a quarantined bundle back into the inbox (``retry NAME``)."""
-    if not name or name in {".", ".."} or "/" in name or "\\" in name or name.endswith(".txt"):
-        raise FileNotFoundError(
-            f"{name!r} is not the name of a quarantined bundle; give a name as `ls outbox/failed/` shows it"
-        )
-    source = workspace.failed / name
-    if not source.exists() or source.is_symlink():
-        known = (
-            sorted(p.name for p in workspace.failed.iterdir() if not p.name.endswith(".txt"))
-            if workspace.failed.is_dir()
-            else []
-        )
-        raise FileNotFoundError(
-            f"nothing named {name!r} is quarantined in outbox/failed/ (there: {', '.join(known) or 'nothing'})"
-        )
-    digest = content_digest(source)
-    if ledger.get(digest) is not None:
-        ledger.mark(digest, "retry", now=now_iso, error=None)
-    destination = release(source, workspace.inbox_projects / name)
-    with contextlib.suppress(FileNotFoundError):
-        (workspace.failed / f"{name}.error.txt").unlink()
-    return destination

@@ -1,0 +1,95 @@
+"""The two things a bundle's run takes from the workspace: the learning store (seeded afresh for
+every run) and the pipeline itself, with the budgets and the reasoning session of this daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
+from portfolio_optimiser.learning import (
+    LearnedVerdict,
+    VerdictFrontmatterError,
+    VerdictStore,
+    seed_store_from_bundle,
+)
+from portfolio_optimiser.pipeline.budget import (
+    Budget,
+    PortfolioBudget,
+    PortfolioMeter,
+    read_spend,
+)
+from portfolio_optimiser.pipeline.outcome import RunResult
+from portfolio_optimiser.pipeline.run import (
+    ReasoningSession,
+    RunSettings,
+    run_project,
+)
+from portfolio_optimiser.reasoning.environment import admission_for
+
+if TYPE_CHECKING:  # the processor calls these; typing only, no import cycle at run time
+    from .processor import Processor
+
+__all__ = ["learning_store", "run_pipeline"]
+
+
+def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
+    config = processor.config
+    spend = read_spend(processor.workspace.spend_file)
+    admission = admission_for(
+        config,
+        now=datetime.fromtimestamp(processor.clock(), UTC),
+        environ=processor.environ,
+        clock=lambda: datetime.now(UTC),
+    )
+    budget = Budget(
+        run_tokens=config.budget.run_tokens,
+        call_tokens=config.budget.call_tokens,
+        max_rounds=max(config.stop.max_rounds, config.stop.max_attempts) * 4,
+    )
+    meter = PortfolioMeter(
+        PortfolioBudget(
+            total_tokens=config.budget.portfolio_tokens, per_run_claim=config.budget.run_tokens
+        ),
+        spent=spend.spent_tokens,
+    )
+    return asyncio.run(
+        run_project(
+            bundle,
+            verdicts=learning_store(processor),
+            budget=budget,
+            settings=RunSettings.from_config(config),
+            reasoning=ReasoningSession(processor.reasoning_store, admission),
+            run_id=run_id,
+            portfolio_meter=meter,
+            client_factory=processor.client_factory,
+        )
+    )
+
+
+def learning_store(processor: Processor) -> VerdictStore:
+    """Seeded afresh for every run: the wiki's promoted verdicts, then each candidate's current
+    verdict as the ledger recorded it. A file the daemon refused, or has not read since it
+    changed, teaches nothing; a damaged wiki page is skipped and named, never fatal."""
+    problems: list[tuple[str, str]] = []
+    store = seed_store_from_bundle(processor.workspace.wiki, problems=problems)
+    for page, why in problems:
+        processor.log.warning("wiki page skipped by the learning fold", page=page, problem=why)
+    for row in processor.ledger.latest_verdicts():
+        path = processor.workspace.inbox_verdicts / row.name
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue  # taken away by the expert: the wiki keeps what was promoted
+        if hashlib.sha256(data).hexdigest() != row.digest:
+            continue  # edited since it was read; the daemon reads the new bytes first
+        try:
+            store.add(LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path))
+        except (VerdictError, VerdictFrontmatterError) as exc:
+            processor.log.warning(
+                "verdict skipped by the learning fold", file=row.name, problem=str(exc)
+            )
+    return store

@@ -441,3 +441,23 @@ def test_a_slow_copy_into_a_folder_is_not_taken_before_it_ends(
     clock.advance(processor.config.daemon.stability_seconds + 1)
     [result] = processor.step()
     assert result.state == "done"
+
+
+@pytest.mark.loadbearing
+def test_a_secret_in_a_bad_field_never_reaches_the_report(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    secret = "sk-ant-" + "b" * 24  # built at run time: no committed file carries one
+    entry = drop_bundle(workspace, "leaky\x1b[31m")
+    (entry / "cost" / "07-utendors.md").write_text(
+        f'---\ntype: cost-line\ncode: "07"\namount_nok: "{secret}"\n---\n', encoding="utf-8"
+    )
+    for stray in (entry / "cost").glob("07*"):
+        if stray.name != "07-utendors.md":
+            stray.unlink()
+    [result] = settle(processor, clock)
+    assert result.state == "failed"
+    [report] = workspace.failed.glob("*.error.txt")
+    text = report.read_text("utf-8")
+    assert "amount_nok" in text and "[redacted:anthropic-key]" in text
+    assert secret not in text and "\x1b" not in text

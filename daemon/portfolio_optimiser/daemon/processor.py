@@ -33,6 +33,7 @@ from portfolio_optimiser.pipeline.run import (
     default_client_factory,
 )
 from portfolio_optimiser.reasoning.environment import admission_for
+from portfolio_optimiser.reasoning.redaction import safe_text
 from portfolio_optimiser.reasoning.store import Store
 
 from .archive import ArchiveError, extract_bundle
@@ -325,7 +326,11 @@ class Processor:
             destination = release(claimed, self.workspace.duplicates / name)
             publish_text(
                 destination.with_name(destination.name + ".duplicate.txt"),
-                f"{name} has the same content as a bundle already run ({known.detail or known.name}); it was not run again and nothing was charged.\n",
+                safe_text(
+                    f"{name} has the same content as a bundle already run ({known.detail or known.name}); "
+                    "it was not run again and nothing was charged."
+                )
+                + "\n",
             )
             self.log.info("duplicate bundle", bundle=name, first=known.name)
             return ItemResult(name, "bundle", "duplicate", f"identical to {known.name}")
@@ -475,10 +480,14 @@ class Processor:
             shutil.rmtree(unpacked, ignore_errors=True)
         destination = release(claimed, self.workspace.failed / name)
         report = destination.with_name(destination.name + ".error.txt")
+        where = destination.relative_to(self.workspace.root)
         publish_text(
             report,
-            f"{sentence}\n\nWhat to do: fix the bundle (it is in {destination.relative_to(self.workspace.root)}), then run\n"
-            f"    portfolio-optimiser retry {destination.name}\nor drop the corrected folder into inbox/projects/ again.\n",
+            safe_text(
+                f"{sentence}\n\nWhat to do: fix the bundle (it is in {where}), then run\n"
+                f"    portfolio-optimiser retry {destination.name}\n"
+                "or drop the corrected folder into inbox/projects/ again.\n"
+            ),
         )
         if digest is not None:
             if self.ledger.get(digest) is None:

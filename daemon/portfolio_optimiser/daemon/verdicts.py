@@ -41,6 +41,7 @@ from portfolio_optimiser.reasoning.records import (
     StoredPlan,
     ValidationInput,
 )
+from portfolio_optimiser.reasoning.redaction import safe_text
 from portfolio_optimiser.reasoning.store import Refusal, Store, open_disagreements
 
 from .ledger import Ledger
@@ -81,7 +82,7 @@ def _clear_report(verdict_file: Path) -> None:
 def _report(verdict_file: Path, sentence: str, *, now_iso: str) -> None:
     publish_text(
         report_path(verdict_file),
-        f"{sentence}\n\nFix the file and save it again; this report disappears once the verdict is read.\n"
+        f"{safe_text(sentence)}\n\nFix the file and save it again; this report disappears once the verdict is read.\n"
         f"(checked {now_iso})\n",
     )
 

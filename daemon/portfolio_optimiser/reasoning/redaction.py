@@ -19,7 +19,15 @@ from typing import Any, Final
 
 from portfolio_optimiser._text import strip_control
 
-__all__ = ["SECRET_SHAPES", "RedactionRefused", "Scrubbed", "redact_event", "scrub", "scrub_value"]
+__all__ = [
+    "SECRET_SHAPES",
+    "RedactionRefused",
+    "Scrubbed",
+    "redact_event",
+    "safe_text",
+    "scrub",
+    "scrub_value",
+]
 
 
 class RedactionRefused(ValueError):
@@ -131,3 +139,11 @@ def redact_event(
         except RedactionRefused:
             event[key] = "[redacted:private-key]"
     return event
+
+
+def safe_text(text: str) -> str:
+    """``scrub`` for text written for people (reports, notes): a refused secret is withheld whole."""
+    try:
+        return scrub(text).text
+    except RedactionRefused:
+        return "[withheld: the text carried a private key]"

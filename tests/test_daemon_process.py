@@ -614,3 +614,26 @@ def test_no_subprocess_outlives_its_test() -> None:
     children = Path(f"/proc/{mine}/task/{mine}/children")
     if children.is_file():
         assert children.read_text().split() == []
+
+
+def test_sighup_reloads_the_config_and_a_bad_one_is_refused_while_the_old_stays(
+    tmp_path: Path, processes: Processes, notify: NotifyReceiver
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    daemon = processes.start_daemon(ws, notify)
+    notify.wait_for_line("READY=1", READY_TIMEOUT_S)
+    config = ws / "config" / "portfolio-optimiser.toml"
+
+    daemon.popen.send_signal(signal.SIGHUP)
+    wait_for(lambda: "config reloaded" in daemon.stderr(), 10, what="the reload to be logged")
+    notify.wait_for_line("RELOADING=1", 2)
+
+    config.write_text(config.read_text("utf-8").replace("[stop]", "[stopp]"), encoding="utf-8")
+    daemon.popen.send_signal(signal.SIGHUP)
+    wait_for(
+        lambda: "config reload refused" in daemon.stderr(), 10, what="the bad reload to be refused"
+    )
+    assert daemon.popen.poll() is None  # still running, on the old config
+
+    daemon.popen.send_signal(signal.SIGTERM)
+    assert daemon.wait(10) == 0

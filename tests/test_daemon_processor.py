@@ -461,3 +461,31 @@ def test_a_secret_in_a_bad_field_never_reaches_the_report(
     text = report.read_text("utf-8")
     assert "amount_nok" in text and "[redacted:anthropic-key]" in text
     assert secret not in text and "\x1b" not in text
+
+
+@pytest.mark.loadbearing
+def test_two_files_judging_one_candidate_do_not_take_turns(
+    workspace: Workspace, processed: Processor
+) -> None:
+    base = template(workspace)
+    processed.observe(
+        save_verdict(
+            workspace,
+            base | {"decision": "rejected", "rationale": "No.", "reviewer": "KE"},
+            "v1.json",
+        )
+    )
+    processed.observe(
+        save_verdict(
+            workspace,
+            base | {"decision": "approved", "rationale": "Yes.", "reviewer": "KE"},
+            "v2.json",
+        )
+    )
+    history = processed.ledger.verdict_history("c-d67b7045b6ae3f01")
+    log = (workspace.wiki / "log.md").read_text("utf-8")
+    for _ in range(3):  # rescans
+        processed.scan()
+    assert processed.ledger.verdict_history("c-d67b7045b6ae3f01") == history
+    assert (workspace.wiki / "log.md").read_text("utf-8") == log
+    assert [row.decision for row in history] == ["rejected", "approved"]

@@ -125,10 +125,16 @@ class Processor:
             return
         if not (self.filter.is_bundle_candidate(entry)):
             return
+        try:
+            shot = snapshot(entry)
+        except OSError:
+            # A tree that cannot be walked is not going to settle: take it now, so that claiming
+            # it quarantines it with the reason, instead of failing every scan.
+            moved_in, shot = True, None
         if moved_in:
             self.bundles.moved_in(entry, now=now)
         else:
-            self.bundles.observe(entry, snapshot(entry), now=now)
+            self.bundles.observe(entry, shot, now=now)
 
     def settle_by_age(self) -> None:
         """For ``once``: an entry whose newest change is older than its quiet period is ready now.
@@ -173,7 +179,11 @@ class Processor:
         # Look again before trusting the quiet: the inbox is watched at its top level only, so a
         # slow copy into a folder makes no further events, and only a fresh look sees it growing.
         for entry in self.bundles.tracking():
-            shot = snapshot(entry)
+            try:
+                shot = snapshot(entry)
+            except OSError:
+                self.bundles.moved_in(entry, now=now)  # unreadable: claim it and say why
+                continue
             # The quiet period counts from the tree's last change, not from when it was noticed.
             newest = (
                 max((mtime for _rel, _size, mtime, _dir in shot.entries), default=0) / 1e9
@@ -283,12 +293,10 @@ class Processor:
         for project in sorted(runs.iterdir()) if runs.is_dir() else []:
             if project.is_dir():
                 sweep_stale(project, older_than_s=3600, now=self.clock())
-        results = [
+        return [
             self._process_claimed(path, name=original_name(path))
             for path in recover(self.claimed_dir)
         ]
-        self.history.extend(results)
-        return results
 
     def _due_retries(self, now: float) -> list[Path]:
         due = []

@@ -64,7 +64,7 @@ def run_once(
         ledger = Ledger.open(workspace.ledger_file)
         try:
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
-            processor.recover()
+            processor.history.extend(processor.recover())
             processor.scan()
             processor.settle_by_age()
             processor.step()
@@ -145,6 +145,7 @@ class Service:
         self.stop_grace_s = 25.0  # under systemd's TimeoutStopSec=30s
         self._last_status = ""
         self._early: list[Hint] = []
+        self._unfinished = False
         self.hints: queue.SimpleQueue[Hint] = queue.SimpleQueue()
 
     def install_signal_handlers(self) -> None:
@@ -176,7 +177,8 @@ class Service:
             try:
                 return self._serve(ledger)
             finally:
-                ledger.close()
+                if not self._unfinished:  # a worker still writing keeps its connection to the end
+                    ledger.close()
 
     def _serve(self, ledger: Ledger) -> int:
         ws = self.workspace
@@ -264,6 +266,7 @@ class Service:
                 # The item in hand may finish within the stop bound; if not, it stays claimed and the
                 # next start finishes it.
                 worker.join(timeout=max(1.0, self.stop_grace_s))
+            self._unfinished = worker is not None and worker.is_alive()
             watcher.stop()
             if worker is None or not worker.is_alive():
                 self._publish_status(processor, "stopped", watcher.method)
@@ -303,6 +306,13 @@ class Service:
         self.config = config
         self.log.info("config reloaded", config=config.source)
         fresh = Processor(self.workspace, config, ledger, self.clock, self.log, self.client_factory)
+        # What the old processor still owed and knew carries over: a pending recovery, the
+        # history status.json shows, the bundles waiting for budget.
+        fresh.recovery_due, fresh.history, fresh.waiting = (
+            processor.recovery_due,
+            processor.history,
+            processor.waiting,
+        )
         fresh.scan()
         return fresh
 

@@ -111,10 +111,11 @@ def ingest_verdict(
     if (
         known is not None
         and known.state == "done"
-        and (current is None or current.digest == digest)
+        and (current is None or current.digest == digest or current.name != path.name)
     ):
-        # Read before and still the candidate's current verdict. Bytes read before but since
-        # replaced (an editor's undo back to an earlier verdict) are a new decision: read again.
+        # Read before, and either still the candidate's current verdict or superseded by another
+        # file. Only the same file going back to earlier bytes (an editor's undo) is a new
+        # decision; two files judging one candidate must not take turns at every rescan.
         _clear_report(path)
         return VerdictOutcome(VerdictState.ALREADY, f"{path.name} was read before", known.detail)
     try:

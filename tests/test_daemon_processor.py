@@ -489,3 +489,26 @@ def test_two_files_judging_one_candidate_do_not_take_turns(
     assert processed.ledger.verdict_history("c-d67b7045b6ae3f01") == history
     assert (workspace.wiki / "log.md").read_text("utf-8") == log
     assert [row.decision for row in history] == ["rejected", "approved"]
+
+
+@pytest.mark.loadbearing
+def test_a_damaged_wiki_page_is_skipped_not_fatal(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    (workspace.wiki / "verdicts").mkdir(parents=True, exist_ok=True)
+    (workspace.wiki / "verdicts" / "c-1.md").write_bytes(
+        b"---\ntype: verdict\naffected_codes: ['02.3']\n---\n\xff"
+    )
+    drop_bundle(workspace)
+    [result] = settle(processor, clock)
+    assert result.state == "done"  # the healthy bundle is not blamed for the wiki's page
+
+
+@pytest.mark.parametrize("name", ["../spend.json", "..", "a/b", "broken.error.txt", ""])
+def test_retry_takes_only_the_name_of_a_quarantined_bundle(
+    workspace: Workspace, processor: Processor, name: str
+) -> None:
+    workspace.spend_file.write_text("{}", encoding="utf-8")
+    with pytest.raises(FileNotFoundError):
+        retry_quarantined(workspace, processor.ledger, name, now_iso="2026-11-30T12:00:00Z")
+    assert workspace.spend_file.is_file()

@@ -512,3 +512,61 @@ def test_retry_takes_only_the_name_of_a_quarantined_bundle(
     with pytest.raises(FileNotFoundError):
         retry_quarantined(workspace, processor.ledger, name, now_iso="2026-11-30T12:00:00Z")
     assert workspace.spend_file.is_file()
+
+
+@pytest.mark.loadbearing
+def test_a_refused_verdict_teaches_nothing(
+    workspace: Workspace, processed: Processor, clock: Clock
+) -> None:
+    forged = {
+        "id": "c-00000000000000ff",
+        "decision": "approved",
+        "rationale": "x",
+        "reviewer": "X",
+        "candidate": {
+            "affected_codes": ["07"],
+            "measure_type": "injected-measure",
+            "claimed_saving_nok": 1000000,
+        },
+    }
+    processed.observe(save_verdict(workspace, forged, "forged.json"))
+    assert (workspace.inbox_verdicts / "forged.json.error.txt").is_file()
+    changed = drop_bundle(workspace, "school-v2")
+    (changed / "context" / "note.md").write_text(
+        "---\ntype: note\n---\nA new note.\n", encoding="utf-8"
+    )
+    settle(processed, clock, seconds=86_400)
+    proposals = [
+        json.loads(p.read_text("utf-8"))
+        for p in workspace.outbox.glob("runs/lillevik-school/*/proposals.json")
+    ]
+    assert len(proposals) == 2
+    assert not any(
+        c["measure_type"] == "injected-measure" for p in proposals for c in p["candidates"]
+    )
+
+
+@pytest.mark.loadbearing
+def test_a_verdict_on_a_candidate_the_validator_rejected_is_refused(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    entry = drop_bundle(workspace)
+    option = next((entry / "kuttliste").glob("k-05*.md"))
+    option.write_text(
+        option.read_text("utf-8").replace(
+            "estimated_saving_nok: 4200000", "estimated_saving_nok: 99000000"
+        ),
+        encoding="utf-8",
+    )
+    settle(processor, clock)
+    [proposals] = [
+        json.loads(p.read_text("utf-8")) for p in workspace.outbox.glob("runs/*/*/proposals.json")
+    ]
+    [rejected] = [c for c in proposals["candidates"] if c["validator"]["outcome"] == "rejected"]
+    path = save_verdict(
+        workspace,
+        {"id": rejected["id"], "decision": "approved", "rationale": "fine", "reviewer": "ZZ"},
+    )
+    processed_result = processor._verdict(path, quiet=True)
+    assert processed_result.state == "reported"
+    assert not (workspace.wiki / "verdicts" / f"{rejected['id']}.md").exists()

@@ -38,6 +38,7 @@ class Published:
                 c.disagreement,
             )
             for c in result.candidates
+            if c.validator.outcome == "accepted"  # only these get a template and await a verdict
         ]
         tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
         return cls(result.project_id, tokens, result.budget_stop, rows, folder)
@@ -56,6 +57,7 @@ class Published:
                 c.get("disagreement"),
             )
             for c in proposals["candidates"]
+            if c["validator"]["outcome"] == "accepted"
         ]
         tokens = sum(int(v) for v in (provenance.get("tokens") or {}).values())
         return cls(proposals["project_id"], tokens, provenance.get("budget_stop"), rows, folder)

@@ -286,12 +286,24 @@ def _verdict_steps(workspace: Path, ident: str) -> list[dict[str, Any]]:
     return steps
 
 
+def _utc(stamp: str) -> str:
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return stamp
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def explain(args: argparse.Namespace) -> int:
     _config, store, _ctx = _context(args)
     chain = explain_chain(store.load(), args.id)
     extra = _verdict_steps(args.workspace, args.id)
     if chain is not None and extra:
         chain.steps.extend({**step, "redacted": []} for step in extra)
+        # One timeline: the records and the expert's steps by when they happened, in one format.
+        for step in chain.steps:
+            step["recorded_at"] = _utc(step["recorded_at"])
+        chain.steps.sort(key=lambda step: step["recorded_at"])
     if chain is None:
         print(
             f"portfolio-optimiser: no record or assessment mentions {args.id!r}; `status` lists what is recorded",

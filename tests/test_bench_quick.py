@@ -12,7 +12,8 @@ import io
 
 import pytest
 
-from tests.bench.bench_pipeline import HEADER, main
+from tests.bench._table import HEADER
+from tests.bench.bench_pipeline import main
 
 
 @pytest.fixture(scope="module")

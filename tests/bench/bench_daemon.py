@@ -52,10 +52,10 @@ from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.service import Service
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.resources import commons_dir
+from tests.bench._table import Row, report
 
-__all__ = ["FULL", "HEADER", "QUICK", "Row", "Scale", "main", "run_benchmark"]
+__all__ = ["FULL", "QUICK", "Row", "Scale", "main", "run_benchmark"]
 
-HEADER: Final = "| measure | target | measured | ok |"
 
 STABILITY_S: Final = 1.0
 """``daemon.stability_seconds`` of the in-process daemon (the packaged default is 5)."""
@@ -129,17 +129,6 @@ QUICK: Final = Scale(
     idle_settle_s=0.5,
     busy_window_s=0.5,
 )
-
-
-@dataclass(frozen=True)
-class Row:
-    measure: str
-    target: str
-    measured: str
-    ok: bool
-
-    def markdown(self) -> str:
-        return f"| {self.measure} | {self.target} | {self.measured} | {'yes' if self.ok else '**NO**'} |"
 
 
 # --- small helpers -----------------------------------------------------------------------------
@@ -994,10 +983,6 @@ def run_benchmark(scale: Scale) -> list[Row]:
         return rows
 
 
-def render_table(rows: Sequence[Row]) -> str:
-    return "\n".join([HEADER, "|---|---|---|---|", *(row.markdown() for row in rows)])
-
-
 @contextlib.contextmanager
 def _quiet_watchdog_logging() -> Iterator[None]:
     """watchdog logs an error when an observer stops mid-read; it is not the daemon's."""
@@ -1025,13 +1010,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     with _quiet_watchdog_logging():
         rows = run_benchmark(scale)
-    print(render_table(rows))
-    missed = [row.measure for row in rows if not row.ok]
-    print(
-        f"\n{scale.name} run in {time.perf_counter() - started:.1f} s; "
-        + (f"missed: {'; '.join(missed)}" if missed else "every target met")
-    )
-    return 1 if missed else 0
+    return report(rows, scale.name, time.perf_counter() - started)
 
 
 if __name__ == "__main__":

@@ -47,11 +47,11 @@ from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
 from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
 from portfolio_optimiser.reasoning.records import ConsultationInput
 from portfolio_optimiser.reasoning.store import Admission, Store
+from tests.bench._table import Row, report
 from tests.fakes.llm_server import FakeLLMServer
 
 __all__ = ["FULL", "QUICK", "Row", "Scale", "main", "run_benchmark"]
 
-HEADER: Final = "| measure | target | measured | ok |"
 CONTEXT_CHARS: Final = 24_000
 MODEL_DELAY_S: Final = 0.2
 """The target's model: every answer takes 200 ms."""
@@ -133,17 +133,6 @@ FULL: Final = Scale(
 QUICK: Final = Scale(
     "quick", projects=6, concepts=500, delay_s=0.05, overhead_runs=1, speedup_target=2.0
 )
-
-
-@dataclass(frozen=True)
-class Row:
-    measure: str
-    target: str
-    measured: str
-    ok: bool
-
-    def markdown(self) -> str:
-        return f"| {self.measure} | {self.target} | {self.measured} | {'yes' if self.ok else '**NO**'} |"
 
 
 class TimedFakeLLMServer(FakeLLMServer):
@@ -481,10 +470,6 @@ async def run_benchmark(scale: Scale) -> list[Row]:
         return rows
 
 
-def render_table(rows: Sequence[Row]) -> str:
-    return "\n".join([HEADER, "|---|---|---|---|", *(row.markdown() for row in rows)])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.bench.bench_pipeline",
@@ -497,13 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale = QUICK if args.quick else FULL
     started = time.perf_counter()
     rows = asyncio.run(run_benchmark(scale))
-    print(render_table(rows))
-    missed = [row.measure for row in rows if not row.ok]
-    print(
-        f"\n{scale.name} run in {time.perf_counter() - started:.1f} s; "
-        + (f"missed: {'; '.join(missed)}" if missed else "every target met")
-    )
-    return 1 if missed else 0
+    return report(rows, scale.name, time.perf_counter() - started)
 
 
 if __name__ == "__main__":

@@ -46,12 +46,17 @@ def write(root: Path, rel: str, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def small_bundle(root: Path, *, project_id: str = "depot") -> Path:
-    """A depot with two cost lines (02.3 costs 2 880 000) and one kuttliste item."""
+def small_bundle(root: Path, *, project_id: str = "depot", kuttliste: bool = True) -> Path:
+    """A depot with two cost lines (02.3 costs 2 880 000) and, unless told, one kuttliste item.
+
+    The item has the key of ``measure()``: a model proposing it adds nothing (the local rules
+    already have it). Tests of what a model adds take the bundle without it.
+    """
+    cut = "* [Cut](k/k-01.md)\n" if kuttliste else ""
     write(
         root,
         "index.md",
-        "# Depot\n\n* [Project](project.md)\n* [Walls](cost/02.3.md)\n* [Site](cost/01.md)\n* [Cut](k/k-01.md)\n",
+        "# Depot\n\n* [Project](project.md)\n* [Walls](cost/02.3.md)\n* [Site](cost/01.md)\n" + cut,
     )
     write(
         root,
@@ -68,6 +73,8 @@ def small_bundle(root: Path, *, project_id: str = "depot") -> Path:
         "cost/02.3.md",
         '---\ntype: cost-line\ncode: "02.3"\ntitle: Walls\namount_nok: 2880000\nquantity: 480\nunit: m2\nunit_price_nok: 6000\n---\nWalls.\n',
     )
+    if not kuttliste:
+        return root
     write(
         root,
         "k/k-01.md",

@@ -180,9 +180,9 @@ def test_local_report_has_table_chart_no_model(local_run: RunResult, tmp_path: P
     for run in local_run.candidates:
         assert f"| `{run.candidate.id}` |" in report
     assert "| 2 350 000 |" in report  # the wood cladding, grouped with spaces
-    assert "**10 575 500 NOK**" in report  # every candidate is validated in this run
+    assert "**13 175 500 NOK**" in report  # every kuttliste item, uncapped, is validated
     bars = [line for line in report.splitlines() if "█" in line]
-    assert [b.split()[0] for b in bars] == ["02.1", "02.3", "03", "07"]
+    assert [b.split()[0] for b in bars] == ["02.1", "02.3", "03", "07", "09"]
     assert bars[-1].count("█") == 30  # the largest saving fills the bar; the rest scale to it
     assert bars[0].count("█") == round(1_377_500 / 4_200_000 * 30)
     assert f"]({SVG})" in report and "href" not in (folder / SVG).read_text("utf-8")

@@ -65,7 +65,9 @@ def factory_for(*savings: int) -> Any:
         if advisor.adapter == "scripted":
             from portfolio_optimiser.pipeline.clients.scripted import ScriptedChatClient
 
-            answer = proposal(*(measure(saving=s) for s in savings))
+            answer = proposal(
+                *(measure(saving=s, measure_type=f"type-{i}") for i, s in enumerate(savings))
+            )
             return ScriptedChatClient(handler=lambda m, o: answer, middleware=list(middleware))
         return default_client_factory(advisor, middleware)
 
@@ -77,7 +79,7 @@ def run_once(
 ) -> Any:
     return asyncio.run(
         run_project(
-            small_bundle(tmp / run_id),
+            small_bundle(tmp / run_id, kuttliste=False),
             verdicts=VerdictStore(),
             budget=budget(),
             settings=settings(max_rounds=2, consult_deadline_s=1.0),
@@ -88,11 +90,12 @@ def run_once(
     )
 
 
-def consultations(reasoning: ReasoningSession) -> list[ConsultationInput]:
+def consultations(reasoning: ReasoningSession, advisor: str = "loopback") -> list[ConsultationInput]:
+    """The checker's consultations (the scripted proposer's are not under test here)."""
     return [
         r.body
         for r in reasoning.store.load().of_kind("consultation")
-        if isinstance(r.body, ConsultationInput)
+        if isinstance(r.body, ConsultationInput) and r.body.advisor == advisor
     ]
 
 

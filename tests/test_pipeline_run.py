@@ -108,7 +108,7 @@ def test_a_validator_rejection_is_never_reported_as_the_checkers(tmp_path: Path)
     reasoning = session(tmp_path, PROPOSER, CHECKER)
     too_much = measure(saving=9_000_000)
     result = run(
-        small_bundle(tmp_path / "b"),
+        small_bundle(tmp_path / "b", kuttliste=False),
         reasoning,
         {"p1": lambda m, o: proposal(too_much), "k1": approve},
         settings=settings(max_attempts=1),
@@ -132,7 +132,7 @@ def test_refinement_carries_the_latest_rejection_reason_and_the_proposer_correct
         return proposal(measure(saving=9_000_000))
 
     result = run(
-        small_bundle(tmp_path / "b"),
+        small_bundle(tmp_path / "b", kuttliste=False),
         session(tmp_path, PROPOSER, CHECKER),
         {"p1": proposer, "k1": approve},
     )
@@ -150,7 +150,7 @@ def test_refinement_carries_the_latest_rejection_reason_and_the_proposer_correct
 
 def test_refinement_is_bounded_by_max_attempts(tmp_path: Path) -> None:
     result = run(
-        small_bundle(tmp_path / "b"),
+        small_bundle(tmp_path / "b", kuttliste=False),
         session(tmp_path, PROPOSER, CHECKER),
         {"p1": lambda m, o: proposal(measure(saving=9_000_000)), "k1": approve},
         settings=settings(max_attempts=2),
@@ -260,7 +260,7 @@ def test_candidate_ids_keep_the_proposers_literal(tmp_path: Path) -> None:
     )
     [local] = result.candidates
     model = run(
-        small_bundle(tmp_path / "c"),
+        small_bundle(tmp_path / "c", kuttliste=False),
         session(tmp_path / "other", PROPOSER, CHECKER),
         {"p1": lambda m, o: json.dumps({"candidates": [measure(saving=144000.0)]}), "k1": approve},
     )

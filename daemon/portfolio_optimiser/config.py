@@ -58,6 +58,8 @@ class Budget(_Section):
     run_tokens: int
     portfolio_tokens: int
     call_tokens: int
+    propose_output_tokens: int = 2048
+    check_output_tokens: int = 512
 
 
 class Context(_Section):

@@ -214,7 +214,9 @@ class BudgetMiddleware(ChatMiddleware):
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         options: Mapping[str, Any] = context.options or {}
         input_estimate = self.estimate_tokens(_prompt_text(context, options))
-        max_output = int(options.get("max_tokens") or self.meter.budget.call_tokens // 4)
+        # The cap the outbound middleware set for this call, wherever its field travels.
+        cap = context.metadata.get("output_cap") or options.get("max_tokens")
+        max_output = int(cap or self.meter.budget.call_tokens // 4)
         self._refuse_unaffordable(input_estimate + max_output)
         if context.stream:
             # Usage is only known once the stream is consumed; the hook sees the final response.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from agent_framework import Agent, Message
 from agent_framework.orchestrations import GroupChatBuilder, GroupChatState
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .prompts import CHECKER_INSTRUCTIONS, MAKER_INSTRUCTIONS
 
-__all__ = ["CheckerOutcome", "Turn", "ask_checker", "parse_verdict_line"]
+__all__ = ["CheckerOutcome", "Heard", "Turn", "ask_checker", "critique_of", "parse_verdict_line"]
 
 MAKER, CHECKER = "maker", "checker"
 _VERDICT = re.compile(
@@ -32,18 +32,61 @@ _VERDICT = re.compile(
 )
 
 
+class Heard(BaseModel):
+    """What one checker consultation said, normalised for the expert: never the raw answer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    advisor: str
+    model: str | None = None
+    status: str
+    position: str | None = None
+    """``approve``, ``reject`` or ``no verdict`` when it answered; None when it did not."""
+    reasons: tuple[str, ...] = ()
+    diagnostic: str | None = None
+    """Why no answer came (one line), when none did."""
+
+
 class CheckerOutcome(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     outcome: Literal["approved", "rejected", "no_verdict", "not_run"]
     reason: str | None = None
     advisors: tuple[str, ...] = ()
+    heard: tuple[Heard, ...] = ()
 
 
 @dataclass(frozen=True)
 class Turn:
     author: str
     text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+MAX_REASONS: Final = 4
+MAX_REASON_CHARS: Final = 280
+
+
+def critique_of(text: str) -> tuple[str, ...]:
+    """A checker turn's reasons: its sentences without the VERDICT line, few and short.
+
+    Bounded so that a rambling answer cannot flood a report, and taken from the turn's own words
+    so the expert reads what the checker argued, not a summary of it.
+    """
+    body = _VERDICT.sub("", text)
+    pieces = [p.strip(" -*#\t") for p in re.split(r"(?<=[.!?])\s+|\n+", body)]
+    reasons: list[str] = []
+    for piece in pieces:
+        words = " ".join(piece.split())
+        if len(words) < 3 or words in reasons:
+            continue
+        reasons.append(
+            words if len(words) <= MAX_REASON_CHARS else words[: MAX_REASON_CHARS - 1] + "…"
+        )
+        if len(reasons) == MAX_REASONS:
+            break
+    return tuple(reasons)
 
 
 def parse_verdict_line(text: str) -> tuple[str | None, str | None]:
@@ -61,11 +104,21 @@ def _round_robin(state: GroupChatState) -> str:
 
 
 async def ask_checker(
-    *, maker_client: Any, checker_client: Any, task: str, max_rounds: int
+    *,
+    maker_client: Any,
+    checker_client: Any,
+    task: str,
+    max_rounds: int,
+    checker_options: dict[str, Any] | None = None,
 ) -> tuple[str | None, str | None, list[Turn]]:
     """Run one maker-checker debate; return (verdict, reason, every turn in order)."""
     maker = Agent(client=maker_client, name=MAKER, instructions=MAKER_INSTRUCTIONS)
-    checker = Agent(client=checker_client, name=CHECKER, instructions=CHECKER_INSTRUCTIONS)
+    checker = Agent(
+        client=checker_client,
+        name=CHECKER,
+        instructions=CHECKER_INSTRUCTIONS,
+        default_options=checker_options or {},
+    )
 
     def checker_has_spoken(conversation: list[Message]) -> bool:
         last = conversation[-1] if conversation else None
@@ -107,4 +160,10 @@ def _turn(output: Any) -> Turn:
         if messages
         else str(getattr(output, "text", output))
     )
-    return Turn(author=author, text=text)
+    usage = getattr(output, "usage_details", None) or {}
+    return Turn(
+        author=author,
+        text=text,
+        input_tokens=int(usage.get("input_token_count") or 0),
+        output_tokens=int(usage.get("output_token_count") or 0),
+    )

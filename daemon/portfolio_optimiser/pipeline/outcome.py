@@ -14,7 +14,13 @@ from .checker import CheckerOutcome
 __all__ = ["CandidateRun", "RunResult", "StopReason"]
 
 StopReason = Literal[
-    "proposer_done", "max_attempts", "max_candidates", "local_rules", "no_candidates", "timeout"
+    "proposer_done",
+    "proposer_failed",
+    "max_attempts",
+    "max_candidates",
+    "local_rules",
+    "no_candidates",
+    "timeout",
 ]
 
 
@@ -46,6 +52,7 @@ class RunResult(BaseModel):
     task: str
     ran_locally: bool
     proposer: str | None
+    """The advisor whose proposal the run used; None when no model's proposal was used."""
     candidates: tuple[CandidateRun, ...]
     stop_reason: StopReason
     budget_stop: str | None = None
@@ -55,3 +62,7 @@ class RunResult(BaseModel):
     hypothesis_prompts: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    local_because: str | None = None
+    """Why the run used no model's proposal although it looked for one."""
+    withheld: tuple[str, ...] = ()
+    """Kinds of secret withheld from what was sent to models (never the values)."""

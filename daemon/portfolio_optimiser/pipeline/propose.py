@@ -1,46 +1,64 @@
-"""Proposing: the model proposer with tools and structured output, or the local rules; every
-candidate through the deterministic validator, with informed and bounded refinement."""
+"""Proposing: the local rules always, then a model's additions when a plan selects a proposer.
+
+Decides: which candidates a run gates, and in what order. The local rules (the kuttliste, learned
+measures) run in every run and are never capped: the planner's own list is always checked. A
+proposer the plan selects is consulted through the transport contract, one consultation per
+attempt, each attempt told the validator's latest rejection or why its answer could not be read
+(never the earlier proposal); its candidates are added, de-duplicated on (affected codes, measure
+type) against what the run already has, marked ``model:<advisor>``, and bounded by
+``max_candidates``. A proposer that fails leaves the run with the local rules' candidates, and the
+run says why. Every candidate goes through the deterministic validator here.
+"""
 
 from __future__ import annotations
 
-from agent_framework import Agent
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.validator import validate_candidate
 from portfolio_optimiser.learning.verdict_store import VerdictStore
+from portfolio_optimiser.reasoning.availability import ConsultationStatus
+from portfolio_optimiser.reasoning.policy import Materiality, PlanOutcome
+from portfolio_optimiser.reasoning.records import (
+    AssessmentInput,
+    ConclusionInput,
+    ConsultationInput,
+    Evidence,
+    EvidenceKind,
+    PlanInput,
+    StoredPlan,
+    StoredRecord,
+)
+from portfolio_optimiser.reasoning.transport import Question, consult
 
+from .budget import BudgetExceeded
 from .checker import CheckerOutcome
 from .datasource import DataSource, datasource_tools
 from .local import local_candidates
 from .outcome import CandidateRun, StopReason
-from .prompts import PROPOSER_INSTRUCTIONS, hypothesis_prompt
-from .state import RunState, materiality_of
+from .prompts import hypothesis_prompt
+from .proposer import ProposedMeasure, ProposerExchange
+from .state import RunState, adapter_errors, materiality_of
 
-__all__ = ["Proposal", "ProposedMeasure", "propose_locally", "propose_with_model"]
+__all__ = ["propose_locally", "propose_with_model"]
 
-
-class ProposedMeasure(BaseModel):
-    title: str
-    affected_codes: list[str]
-    measure_type: str
-    claimed_saving_nok: int | float
-    quantity: int | float | None = None
-    unit: str | None = None
-    unit_price_nok: int | float | None = None
-    rationale: str = ""
-    evidence: list[str] = Field(default_factory=list)
+Key = tuple[frozenset[str], str]
 
 
-class Proposal(BaseModel):
-    candidates: list[ProposedMeasure]
+def _key(candidate: Candidate) -> Key:
+    return frozenset(candidate.affected_codes), candidate.measure_type
 
 
 def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictStore) -> str | None:
-    """Why a candidate is not gated again: already accepted in this run, or rejected by an expert."""
+    """Why a candidate is not gated again: already in this run, or rejected by an expert."""
     if any(other.id == candidate.id for other in run.accepted):
         return f"{candidate.id} was proposed again; it is already accepted in this run"
+    if any(_key(other) == _key(candidate) for other in run.accepted):
+        return (
+            f"'{candidate.title}' ({', '.join(candidate.affected_codes)}, {candidate.measure_type}) "
+            "was proposed again; the run already has an accepted candidate for those codes and that type"
+        )
     verdict = verdicts.get(candidate.id)
     if verdict is not None and not verdict.approves:
         return f"{candidate.id} was not proposed again: an expert rejected it ({verdict.reviewer})"
@@ -64,81 +82,182 @@ def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
     return decision
 
 
-def propose_locally(run: RunState, verdicts: VerdictStore) -> StopReason:
-    run.attempts = 1
-    for candidate in local_candidates(run.project, verdicts.approved())[
-        : run.settings.max_candidates
-    ]:
+def propose_locally(run: RunState, verdicts: VerdictStore) -> None:
+    """Gate every candidate of the local rules; no cap cuts the planner's own list."""
+    run.attempts = max(run.attempts, 1)
+    for candidate in local_candidates(run.project, verdicts.approved()):
         skip = _settled_elsewhere(run, candidate, verdicts)
         if skip is not None:
             run.notes.append(skip)
             continue
         _gate(run, candidate, attempt=1)
-    return "local_rules" if run.outcomes else "no_candidates"
+
+
+async def _proposal_plan(run: RunState, context: str) -> StoredRecord:
+    assessment = await run.arecord(
+        AssessmentInput(
+            # A per-run question: the model's proposals are this run's, never a standing answer.
+            subject=f"savings in {run.project.id} beyond its local rules, run {run.run_id}",
+            materiality=Materiality.MATERIAL,
+            hypothesis=f"{run.project.id} has savings measures its own list does not name",
+            evidence=(
+                Evidence(
+                    kind=EvidenceKind.FILE,
+                    reference="index.md",
+                    note=f"the navigated bundle, {len(context)} characters of context",
+                ),
+            ),
+            capabilities=("propose",),
+        )
+    )
+    return await run.arecord(PlanInput(assessment=assessment.id))
 
 
 async def propose_with_model(
-    run: RunState, proposer_id: str, context: str, learned: str, verdicts: VerdictStore
-) -> StopReason:
-    advisor = run.reasoning.ctx.catalogue.get(proposer_id)
-    assert advisor is not None
-    client = run.client(advisor)
-    run.proposer_client = client
-    run.models.append(advisor.model)
+    run: RunState, context: str, learned: str, verdicts: VerdictStore
+) -> StopReason | None:
+    """Add a proposer's candidates to the local ones; None when the plan selected no proposer."""
+    plan = await _proposal_plan(run, context)
+    stored = plan.body
+    assert isinstance(stored, StoredPlan)
+    if stored.outcome is not PlanOutcome.CONSULT:
+        if any(s.status == "available" for s in stored.availability):
+            run.notes.append(f"no model proposed: {stored.reason}")
+        return None
+    advisor_id = stored.selected[0].advisor
+    advisor = run.reasoning.ctx.catalogue.get(advisor_id)
+    if advisor is None:  # pragma: no cover - the plan selects from the catalogue it was given
+        return None
+    run.proposal_plan = plan.id
     source = DataSource.from_config(run.settings.data_source, root=run.bundle, project=run.project)
-    agent = Agent(
-        client=client,
-        name="proposer",
-        instructions=PROPOSER_INSTRUCTIONS,
-        tools=datasource_tools(source),
+    tools = datasource_tools(source)
+    question = Question(
+        subject=f"savings in {run.project.id} beyond its local rules",
+        hypothesis=f"{run.project.id} has savings measures its own list does not name",
     )
+    consulted: list[StoredRecord] = []
     prior_rejection: str | None = None
+    added = 0
+    stop: StopReason = "max_attempts"
     for attempt in range(1, run.settings.max_attempts + 1):
         run.meter.tick_round()
-        run.attempts = attempt
-        room = run.settings.max_candidates - len(run.accepted)
+        run.attempts = max(run.attempts, attempt)
+        room = run.settings.max_candidates - added
         prompt = hypothesis_prompt(
             context=context, fold=learned, max_candidates=room, prior_rejection=prior_rejection
         )
         run.prompts.append(prompt)
-        try:
-            response = await agent.run(prompt, options={"response_format": Proposal})
-            proposal = response.value
-        except (ValidationError, ValueError) as exc:
+        exchange = ProposerExchange(
+            advisor=advisor,
+            client=lambda: run.client(advisor),
+            tools=tools,
+            prompt=prompt,
+            terms=run.terms_for(advisor),
+            output_cap=run.settings.propose_output_tokens,
+            errors=adapter_errors(advisor),
+        )
+        [record] = await consult(
+            run.reasoning.store,
+            run.task,
+            plan,
+            question,
+            run.reasoning.ctx,
+            deadline_s=run.settings.consult_deadline_s,
+            transports={advisor_id: exchange},
+            passthrough=(BudgetExceeded,),
+        )
+        consulted.append(record)
+        body = record.body
+        assert isinstance(body, ConsultationInput)
+        if body.status in (ConsultationStatus.MALFORMED, ConsultationStatus.EMPTY):
             run.notes.append(
-                f"attempt {attempt}: the proposer's answer was not a proposal ({type(exc).__name__})"
+                f"attempt {attempt}: the proposer's answer was not used ({body.status}: {body.diagnostic})"
             )
-            prior_rejection = (
-                "your answer did not match the proposal format; answer with the candidates only"
-            )
+            prior_rejection = f"your answer could not be read: {body.diagnostic}"
+            stop = "max_attempts"
             continue
-        if not isinstance(proposal, Proposal) or not proposal.candidates:
-            return "proposer_done" if run.outcomes else "no_candidates"
+        if body.status is not ConsultationStatus.COMPLETED or exchange.proposal is None:
+            run.local_because = (
+                f"the proposer {advisor_id} did not answer ({body.status}: {body.diagnostic}); "
+                "the candidates come from the local rules"
+            )
+            run.notes.append(run.local_because)
+            stop = "proposer_failed"
+            break
+        run.proposer = advisor_id
+        run.models.append(advisor.model)
+        measures = exchange.proposal.candidates
+        if not measures:
+            stop = "proposer_done"
+            break
+        if len(measures) > room:
+            run.notes.append(
+                f"attempt {attempt}: the proposer offered {len(measures) - room} measure(s) past "
+                f"max_candidates ({run.settings.max_candidates}); they were not checked"
+            )
         prior_rejection = None
-        for measure in proposal.candidates[:room]:
-            try:
-                candidate = _candidate(run.project, measure)
-            except ValidationError:
-                prior_rejection = f"'{measure.title}': its figures are not finite numbers"
-                continue
-            skip = _settled_elsewhere(run, candidate, verdicts)
-            if skip is not None:
-                run.notes.append(skip)
-                continue
-            decision = _gate(run, candidate, attempt)
-            if not isinstance(decision, Accepted):
-                # Only the latest reason is carried, never the rejected proposal itself.
-                prior_rejection = (
-                    f"'{candidate.title}' was rejected by rule {decision.rule}: {decision.reason}"
-                )
-        if len(run.accepted) >= run.settings.max_candidates:
-            return "max_candidates"
+        for measure in measures[:room]:
+            prior_rejection = _take(run, measure, attempt, verdicts, advisor_id) or prior_rejection
+            added += 1
+        if added >= run.settings.max_candidates:
+            stop = "max_candidates"
+            break
         if prior_rejection is None:
-            return "proposer_done"
-    return "max_attempts"
+            stop = "proposer_done"
+            break
+    await _conclude(run, plan, consulted, added)
+    return stop
 
 
-def _candidate(project: Project, measure: ProposedMeasure) -> Candidate:
+def _take(
+    run: RunState, measure: ProposedMeasure, attempt: int, verdicts: VerdictStore, advisor_id: str
+) -> str | None:
+    """Gate one of the model's measures; the reason to tell the next attempt, if it failed."""
+    try:
+        candidate = _candidate(run.project, measure, origin=f"model:{advisor_id}")
+    except ValidationError:
+        return f"'{measure.title}': its figures are not finite numbers"
+    skip = _settled_elsewhere(run, candidate, verdicts)
+    if skip is not None:
+        run.notes.append(skip)
+        return None
+    decision = _gate(run, candidate, attempt)
+    if isinstance(decision, Accepted):
+        return None
+    # Only the latest reason is carried, never the rejected proposal itself.
+    return f"'{candidate.title}' was rejected by rule {decision.rule}: {decision.reason}"
+
+
+async def _conclude(
+    run: RunState, plan: StoredRecord, consulted: list[StoredRecord], added: int
+) -> None:
+    stored = plan.body
+    assert isinstance(stored, StoredPlan)
+    completed = [
+        r.id
+        for r in consulted
+        if isinstance(r.body, ConsultationInput) and r.body.status is ConsultationStatus.COMPLETED
+    ]
+    decision = (
+        f"add {added} model candidate(s) to the local rules' candidates"
+        if added
+        else "keep the local rules' candidates; the model added none"
+    )
+    await run.arecord(
+        ConclusionInput(
+            assessment=stored.assessment,
+            decision=decision,
+            rationale=run.local_because or "every model candidate went through the validator",
+            evidence=(
+                Evidence(kind=EvidenceKind.RECORD, reference=plan.id, note="the proposer's plan"),
+            ),
+            consultations=tuple(completed),
+            validation_plan=("the deterministic validator gates every candidate the model added",),
+        )
+    )
+
+
+def _candidate(project: Project, measure: ProposedMeasure, *, origin: str) -> Candidate:
     return Candidate(
         project_id=project.id,
         affected_codes=tuple(measure.affected_codes),
@@ -150,5 +269,5 @@ def _candidate(project: Project, measure: ProposedMeasure) -> Candidate:
         quantity=measure.quantity,
         unit=measure.unit,
         unit_price_nok=measure.unit_price_nok,
-        origin="proposer",
+        origin=origin,
     )

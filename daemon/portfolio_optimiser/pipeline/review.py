@@ -3,15 +3,12 @@ checker advisors the plan selects debate it in a maker-checker group chat. No vo
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate
 from portfolio_optimiser.reasoning.availability import ConsultationStatus
-from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.policy import Materiality, PlanOutcome
 from portfolio_optimiser.reasoning.records import (
     AssessmentInput,
@@ -26,17 +23,17 @@ from portfolio_optimiser.reasoning.records import (
     StoredConclusion,
     StoredPlan,
     StoredRecord,
-    Usage,
     ValidationInput,
 )
-from portfolio_optimiser.reasoning.transport import AdvisorError, AdvisorTimeout, EmptyAnswer
+from portfolio_optimiser.reasoning.transport import AdvisorError, Question, consult, diagnostic_of
 
-from .checker import CheckerOutcome, ask_checker
-from .clients.scripted import ScriptedChatClient
+from .budget import BudgetExceeded
+from .checker import CheckerOutcome, Heard
+from .debate import DebateExchange, maker_client
 from .local import local_review
 from .outcome import CandidateRun
 from .prompts import checker_task
-from .state import RunState
+from .state import RunState, adapter_errors
 
 __all__ = ["review"]
 
@@ -185,13 +182,25 @@ async def _consult(
         f"Rationale: {candidate.rationale}\nEvidence: {', '.join(candidate.evidence)}"
     )
     task = checker_task(candidate_summary=summary, receipt_summary=receipt)
-    maker = run.proposer_client or ScriptedChatClient(
-        handler=lambda _m, _o: summary, middleware=run.middleware
+    transports = {
+        s.advisor: _debate(run, candidate, s.advisor, task, summary, receipt)
+        for s in stored.selected
+        if run.reasoning.ctx.catalogue.get(s.advisor) is not None
+    }
+    records = await consult(
+        run.reasoning.store,
+        run.task,
+        plan,
+        Question(subject=_subject(run, candidate), hypothesis=hypothesis),
+        run.reasoning.ctx,
+        deadline_s=run.settings.consult_deadline_s,
+        transports=transports,
+        passthrough=(BudgetExceeded,),
     )
-    records: list[StoredRecord] = []
-    for selected in stored.selected:  # plan order
-        advisor = run.reasoning.ctx.catalogue.get(selected.advisor)
-        records.append(await _one_checker(run, plan, advisor, selected.advisor, maker, task))
+    run.models.extend(
+        b.model for r in records if isinstance(b := r.body, ConsultationInput) and b.model
+    )
+    heard = tuple(_heard(r) for r in records)
     completed = [
         r
         for r in records
@@ -221,7 +230,9 @@ async def _consult(
                 experiment=f"the expert's verdict on candidate {candidate.id}",
             )
         )
-        checker = CheckerOutcome(outcome="rejected", reason=first.conclusion, advisors=advisors)
+        checker = CheckerOutcome(
+            outcome="rejected", reason=first.conclusion, advisors=advisors, heard=heard
+        )
         return outcome.model_copy(
             update={**update, "checker": checker, "disagreement": disagreement.id}
         )
@@ -229,8 +240,15 @@ async def _consult(
         conclusion = await _conclude_locally(
             run, candidate, outcome.validator, assessment, evidence, consultations=()
         )
-        run.notes.append(f"{candidate.id}: no checker answered; reviewed locally")
-        return outcome.model_copy(update={**update, "conclusion": conclusion.id})
+        why = "; ".join(f"{h.advisor}: {h.status} ({h.diagnostic})" for h in heard)
+        run.notes.append(f"{candidate.id}: no checker answered ({why}); reviewed locally")
+        return outcome.model_copy(
+            update={
+                **update,
+                "conclusion": conclusion.id,
+                "checker": CheckerOutcome(outcome="not_run", heard=heard),
+            }
+        )
     approving = any(
         isinstance(r.body, ConsultationInput) and r.body.stance is Stance.SUPPORTS
         for r in completed
@@ -251,96 +269,75 @@ async def _consult(
         update={
             **update,
             "conclusion": conclusion.id,
-            "checker": CheckerOutcome(outcome=word, advisors=advisors),
+            "checker": CheckerOutcome(outcome=word, advisors=advisors, heard=heard),
         }
     )
 
 
-async def _one_checker(
-    run: RunState,
-    plan: StoredRecord,
-    advisor: Advisor | None,
-    advisor_id: str,
-    maker: Any,
-    task: str,
-) -> StoredRecord:
-    started = time.monotonic()
-    before = (run.meter.input_tokens, run.meter.output_tokens)
-    try:
-        if advisor is None:
-            raise AdvisorError(advisor_id, "is no longer in the catalogue")
-        client = run.client(advisor)
-        run.models.append(advisor.model)
-        try:
-            verdict, reason, turns = await asyncio.wait_for(
-                _mapped(
-                    advisor,
-                    ask_checker(
-                        maker_client=maker,
-                        checker_client=client,
-                        task=task,
-                        max_rounds=run.settings.max_rounds,
-                    ),
-                ),
-                timeout=run.settings.consult_deadline_s,
-            )
-            if not any(t.author == "checker" and t.text.strip() for t in turns):
-                raise EmptyAnswer(advisor_id, "the checker's turns were empty")
-        except TimeoutError:
-            raise AdvisorTimeout(
-                advisor_id, f"no verdict within {run.settings.consult_deadline_s:g} s"
-            ) from None
-    except AdvisorError as exc:
-        return await run.arecord(
+def _heard(record: StoredRecord) -> Heard:
+    body = record.body
+    assert isinstance(body, ConsultationInput)
+    position = None
+    if body.status is ConsultationStatus.COMPLETED:
+        position = {Stance.SUPPORTS: "approve", Stance.OPPOSES: "reject"}.get(
+            body.stance or Stance.INCONCLUSIVE, "no verdict"
+        )
+    return Heard(
+        advisor=body.advisor,
+        model=body.model,
+        status=str(body.status),
+        position=position,
+        reasons=body.reasons,
+        diagnostic=body.diagnostic,
+    )
+
+
+def _debate(
+    run: RunState, candidate: Candidate, advisor_id: str, task: str, summary: str, receipt: str
+) -> DebateExchange:
+    advisor = run.reasoning.ctx.catalogue.get(advisor_id)
+    assert advisor is not None
+    cap = run.settings.check_output_tokens
+    proposer = run.reasoning.ctx.catalogue.get(run.proposer or "")
+    # The maker is whoever proposed: the model defends its own measures; the planner's list and
+    # the learned rules are defended by their recomputed figures.
+    voice = (
+        (proposer.id, run.client(proposer), adapter_errors(proposer))
+        if proposer is not None and candidate.origin == f"model:{proposer.id}"
+        else None
+    )
+
+    async def on_maker_failure(error: AdvisorError) -> None:
+        if run.proposal_plan is None or proposer is None:
+            return
+        await run.arecord(
             ConsultationInput(
-                plan=plan.id,
-                advisor=advisor_id,
-                status=exc.status,
-                question="maker-checker review",
-                duration_ms=int((time.monotonic() - started) * 1000),
-                diagnostic=exc.message.strip().splitlines()[-1][:500]
-                if exc.message.strip()
-                else None,
-                retry_after_seconds=getattr(exc, "retry_after_s", None),
+                plan=run.proposal_plan,
+                advisor=proposer.id,
+                status=error.status,
+                question=f"the maker's defence of candidate {candidate.id}",
+                diagnostic=diagnostic_of(error),
+                retry_after_seconds=getattr(error, "retry_after_s", None),
+                model=proposer.model,
             )
         )
-    stance = {"approve": Stance.SUPPORTS, "reject": Stance.OPPOSES}.get(
-        verdict or "", Stance.INCONCLUSIVE
-    )
-    conclusion = (
-        "VERDICT: APPROVE"
-        if verdict == "approve"
-        else f"VERDICT: REJECT — {reason or 'no reason given'}"
-        if verdict == "reject"
-        else "no VERDICT line; the gate fails open"
-    )
-    return await run.arecord(
-        ConsultationInput(
-            plan=plan.id,
-            advisor=advisor_id,
-            status=ConsultationStatus.COMPLETED,
-            question="maker-checker review",
-            stance=stance,
-            conclusion=conclusion
-            if verdict != "reject"
-            else (reason or "rejected without a reason"),
-            usage=Usage(
-                input_tokens=run.meter.input_tokens - before[0],
-                output_tokens=run.meter.output_tokens - before[1],
-            ),
-            duration_ms=int((time.monotonic() - started) * 1000),
-        )
-    )
 
-
-async def _mapped(advisor: Advisor, debate: Any) -> Any:
-    """Translate the adapter's SDK errors into typed advisor errors, once, at the edge."""
-    try:
-        from .clients._errors import map_sdk_errors
-    except ImportError:  # pragma: no cover - the scripted adapter alone
-        return await debate
-    with map_sdk_errors(advisor.id):
-        return await debate
+    return DebateExchange(
+        advisor=advisor,
+        checker_client=lambda: run.client(advisor),
+        maker=lambda: maker_client(
+            opening=summary,
+            defence=f"The figures stand as the validator recomputed them:\n{receipt}",
+            proposer=voice,
+            on_failure=on_maker_failure,
+            output_cap=cap,
+        ),
+        task=task,
+        max_rounds=run.settings.max_rounds,
+        terms=run.terms_for(advisor),
+        output_cap=cap,
+        errors=adapter_errors(advisor),
+    )
 
 
 def _validation_plan(candidate: Candidate) -> tuple[str, ...]:

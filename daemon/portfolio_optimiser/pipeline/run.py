@@ -1,8 +1,8 @@
 """One project run, steps 1–8 of DESIGN §4, bounded by stop criteria and budgets.
 
 Decides: the candidates of one run and what each falsifier said of them. Navigates the bundle into
-a bounded context, folds in what experts taught (the only path for verdicts), proposes (a model
-with tools and structured output, or the local rules when no advisor can propose), gates every
+a bounded context, folds in what experts taught (the only path for verdicts), proposes (the local rules
+always, then a model's additions when a plan selects a proposer), gates every
 candidate through the deterministic validator with informed, bounded refinement, has the selected
 checker advisors debate each valid candidate, and records each candidate as an assessment, a plan,
 consultations and a conclusion. It never writes outputs (the daemon does) and never decides by vote.
@@ -18,7 +18,6 @@ from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import VerdictStore
-from portfolio_optimiser.reasoning.store import availability_now
 
 from .budget import Budget, BudgetExceeded, BudgetMiddleware, PortfolioMeter, TokenMeter
 from .outcome import RunResult, StopReason
@@ -31,7 +30,6 @@ from .state import (
     RunSettings,
     RunState,
     default_client_factory,
-    first_able,
     materiality_of,
 )
 
@@ -78,33 +76,39 @@ async def run_project(
         str(problem) for problem in navigation.problems if problem.kind is not ProblemKind.CYCLE
     )
     learned = fold(verdicts, project)
-    states = availability_now(reasoning.store.load(), reasoning.ctx)
-    proposer_id = first_able(states, "propose")
     stop: StopReason = "no_candidates"
     budget_stop: str | None = None
     try:
         async with asyncio.timeout(settings.run_timeout_s):
-            if proposer_id is not None:
-                stop = await propose_with_model(run, proposer_id, context, learned, verdicts)
-            else:
-                run.prompts.append(
-                    hypothesis_prompt(
-                        context=context, fold=learned, max_candidates=settings.max_candidates
-                    )
-                )
-                stop = propose_locally(run, verdicts)
+            propose_locally(run, verdicts)
+            stop = "local_rules" if run.outcomes else "no_candidates"
+            model_stop = await propose_with_model(run, context, learned, verdicts)
+            if model_stop is not None:
+                stop = model_stop
             for outcome_index in range(len(run.outcomes)):
                 run.outcomes[outcome_index] = await review(run, run.outcomes[outcome_index])
     except BudgetExceeded as exc:
         budget_stop = exc.which
     except TimeoutError:
         stop = "timeout"
+    if not run.prompts:
+        # The prompt a proposer would have seen is kept when no model was asked: it is the proof
+        # that the fold (and only the fold) carries what experts taught.
+        run.prompts.append(
+            hypothesis_prompt(context=context, fold=learned, max_candidates=settings.max_candidates)
+        )
+    if run.withheld:
+        run.notes.append(
+            "withheld from what was sent to models: " + ", ".join(sorted(run.withheld))
+        )
     return RunResult(
         project_id=project.id,
         run_id=run_id,
         task=run.task,
-        ran_locally=proposer_id is None and not any(c.checker.advisors for c in run.outcomes),
-        proposer=proposer_id,
+        ran_locally=run.proposer is None and not any(c.checker.advisors for c in run.outcomes),
+        proposer=run.proposer,
+        local_because=run.local_because,
+        withheld=tuple(sorted(run.withheld)),
         candidates=tuple(run.outcomes),
         stop_reason=stop,
         budget_stop=budget_stop,

@@ -8,18 +8,22 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.reasoning.catalogue import Advisor
+from portfolio_optimiser.reasoning.negotiation import negotiated, refused_by
 from portfolio_optimiser.reasoning.policy import Materiality
 from portfolio_optimiser.reasoning.records import (
     StoredRecord,
 )
 from portfolio_optimiser.reasoning.store import Admission, Store
+from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
 from .budget import TokenMeter
+from .outbound import OutboundMiddleware, TermsHolder, default_cap_options
 from .outcome import CandidateRun
 
 __all__ = [
@@ -27,8 +31,9 @@ __all__ = [
     "ReasoningSession",
     "RunSettings",
     "RunState",
+    "adapter_errors",
+    "adapter_module",
     "default_client_factory",
-    "first_able",
     "materiality_of",
 ]
 
@@ -49,6 +54,8 @@ class RunSettings:
     critical_share: float = 0.05
     consult_deadline_s: float = 120.0
     data_source: Mapping[str, Any] = field(default_factory=lambda: {"kind": "bundle"})
+    propose_output_tokens: int = 2048
+    check_output_tokens: int = 512
 
     @classmethod
     def from_config(cls, config: Config) -> RunSettings:
@@ -64,6 +71,8 @@ class RunSettings:
             high_share=shares.high_share,
             critical_share=shares.critical_share,
             data_source=config.data_source,
+            propose_output_tokens=config.budget.propose_output_tokens,
+            check_output_tokens=config.budget.check_output_tokens,
         )
 
 
@@ -73,13 +82,38 @@ class ReasoningSession:
     ctx: Admission
 
 
-def default_client_factory(advisor: Advisor, middleware: Sequence[Any]) -> Any:
-    """The adapter module of the advisor's transport builds its chat client: config is the model map."""
-    module = importlib.import_module(
+def adapter_module(advisor: Advisor) -> ModuleType:
+    """The module of the advisor's transport. Raises AdvisorUnavailable when it cannot be imported."""
+    name = (
         advisor.module
         or f"portfolio_optimiser.pipeline.clients.{advisor.adapter.replace('-', '_')}"
     )
-    return module.chat_client_for(advisor, middleware=list(middleware))
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise AdvisorUnavailable(
+            advisor.id, f"adapter module {name} cannot be imported ({exc})"
+        ) from None
+
+
+def default_client_factory(advisor: Advisor, middleware: Sequence[Any]) -> Any:
+    """The adapter module of the advisor's transport builds its chat client: config is the model map."""
+    return adapter_module(advisor).chat_client_for(advisor, middleware=list(middleware))
+
+
+def adapter_errors(advisor: Advisor) -> Any:
+    """The adapter's own error table (``sdk_errors``), if it has one; loaded when needed."""
+    try:
+        return getattr(adapter_module(advisor), "sdk_errors", None)
+    except AdvisorUnavailable:
+        return None
+
+
+def adapter_cap_options(advisor: Advisor) -> Any:
+    try:
+        return getattr(adapter_module(advisor), "cap_options", default_cap_options)
+    except AdvisorUnavailable:
+        return default_cap_options
 
 
 def materiality_of(saving: float, project: Project, settings: RunSettings) -> Materiality:
@@ -92,10 +126,6 @@ def materiality_of(saving: float, project: Project, settings: RunSettings) -> Ma
     if share >= settings.material_share:
         return Materiality.MATERIAL
     return Materiality.LOW if share >= settings.material_share / 5 else Materiality.TRIVIAL
-
-
-def first_able(states: Sequence[Any], capability: str) -> str | None:
-    return next((s.advisor for s in states if s.available and capability in s.capabilities), None)
 
 
 @dataclass
@@ -117,8 +147,15 @@ class RunState:
     models: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     attempts: int = 0
-    proposer_client: Any = None
     clients: dict[str, Any] = field(default_factory=dict)
+    terms: dict[str, TermsHolder] = field(default_factory=dict)
+    withheld: set[str] = field(default_factory=set)
+    """Kinds of secret redaction withheld from what was sent to a model (never the values)."""
+    proposer: str | None = None
+    """The advisor whose proposal this run used: it also speaks for its candidates in a debate."""
+    proposal_plan: str | None = None
+    local_because: str | None = None
+    """Why no model's proposal was used, when one was looked for."""
 
     def record(self, draft: Any) -> StoredRecord:
         return self.reasoning.store.record(self.task, draft, self.reasoning.ctx)
@@ -127,8 +164,26 @@ class RunState:
         # Off the event loop: a record is fsync'd twice, and concurrent runs should not wait on it.
         return await asyncio.to_thread(self.record, draft)
 
+    def terms_for(self, advisor: Advisor) -> TermsHolder:
+        """The advisor's terms for this run, opened from what its recorded consultations refused."""
+        if advisor.id not in self.terms:
+            refused = refused_by(self.reasoning.store.load().records, advisor.id)
+            self.terms[advisor.id] = TermsHolder(negotiated(advisor, refused))
+        return self.terms[advisor.id]
+
     def client(self, advisor: Advisor) -> Any:
-        """One chat client per advisor per run: building one costs more than a model call's overhead."""
+        """One chat client per advisor per run: building one costs more than a model call's overhead.
+
+        Its middleware: the outbound guard first (redaction, output cap), then the budget guard,
+        which so prices what is really sent.
+        """
         if advisor.id not in self.clients:
-            self.clients[advisor.id] = self.client_factory(advisor, self.middleware)
+            outbound = OutboundMiddleware(
+                advisor_id=advisor.id,
+                terms=self.terms_for(advisor),
+                call_tokens=self.meter.budget.call_tokens,
+                withheld=self.withheld,
+                cap_options=adapter_cap_options(advisor),
+            )
+            self.clients[advisor.id] = self.client_factory(advisor, [outbound, *self.middleware])
         return self.clients[advisor.id]

@@ -14,7 +14,8 @@ overrides every one of them (for instance ``0`` right after fixing a credential)
 
 After a cooldown the advisor is available and marked ``recovering``: its next answer closes the
 circuit (completed) or opens it again (another failure). ``malformed``, ``empty`` and ``cancelled``
-concern one exchange and say nothing about the advisor, so they never count.
+concern one exchange and say nothing about the advisor, so they never count; nor does
+``unsupported`` (a refused request form, such as an output mode the server does not offer).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class ConsultationStatus(StrEnum):
     EMPTY = "empty"
     UNAVAILABLE = "unavailable"
     CANCELLED = "cancelled"
+    UNSUPPORTED = "unsupported"
+    """The advisor refused a request *form* (an output mode, an output-cap field): not a failure."""
     ERROR = "error"
 
     @property
@@ -70,11 +73,12 @@ class ConsultationStatus(StrEnum):
 
     @property
     def counts_against_advisor(self) -> bool:
-        """Malformed, empty and cancelled concern one exchange, not the advisor."""
+        """Malformed, empty, cancelled and unsupported concern one exchange, not the advisor."""
         return self not in {
             ConsultationStatus.MALFORMED,
             ConsultationStatus.EMPTY,
             ConsultationStatus.CANCELLED,
+            ConsultationStatus.UNSUPPORTED,
         }
 
 

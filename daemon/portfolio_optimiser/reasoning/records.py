@@ -116,6 +116,14 @@ class ConsultationInput(_Frozen):
     duration_ms: int | None = Field(default=None, ge=0)
     diagnostic: str | None = None
     retry_after_seconds: float | None = Field(default=None, ge=0)
+    model: str | None = None
+    """The model the advisor named in config (what was asked, not what the server claimed)."""
+    reasons: tuple[str, ...] = ()
+    """The advisor's reasons, normalised and bounded (a checker's critique): never the raw answer."""
+    output_mode: str | None = None
+    """How structured output was asked for in the exchange that answered (see ``negotiation``)."""
+    refused: tuple[str, ...] = ()
+    """Request forms the advisor refused in this exchange, as ``feature=value`` (remembered)."""
 
 
 class Position(_Frozen):

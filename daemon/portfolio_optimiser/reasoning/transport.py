@@ -11,7 +11,14 @@ typed by what the caller does next, and each carries the consultation status the
     ├── AdvisorAuthFailed (auth_failed)     the credential was refused
     ├── MalformedAnswer (malformed)         an answer came but cannot be read
     ├── EmptyAnswer (empty)                 an answer came with nothing in it
+    ├── UnsupportedForm (unsupported)       a request form was refused (an output mode): not a failure
     └── ConsultationCancelled (cancelled)   we stopped asking
+
+Every model call of the pipeline, proposer or checker, is one :func:`consult` of one or more
+transports: nothing above this module catches a model's exceptions, because nothing here lets one
+through. An exception an adapter did not type is an ``error`` outcome; an exception that is not
+the advisor's doing (a budget refusal, named by the caller in ``passthrough``) is recorded as
+``cancelled`` and then raised, so the run can stop on it.
 
 The question carries distilled evidence and marks the run's own hypothesis and any earlier
 advisor's answer as opinions (``prior_external_opinion``), never facts, and asks for the strongest
@@ -29,7 +36,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeAlias
 
 from .availability import ConsultationStatus
 from .catalogue import Advisor, Catalogue
@@ -57,7 +64,9 @@ __all__ = [
     "MalformedAnswer",
     "Question",
     "Transport",
+    "UnsupportedForm",
     "consult",
+    "diagnostic_of",
     "load_transport",
     "parse_answer",
 ]
@@ -70,6 +79,9 @@ class AdvisorError(Exception):
         super().__init__(f"{advisor}: {message}")
         self.advisor = advisor
         self.message = message
+        self.refused: tuple[str, ...] = ()
+        """Request forms refused earlier in the same exchange (``feature=value``)."""
+        self.output_mode: str | None = None
 
 
 class AdvisorTimeout(AdvisorError):
@@ -102,6 +114,16 @@ class EmptyAnswer(AdvisorError):
 
 class ConsultationCancelled(AdvisorError):
     status = ConsultationStatus.CANCELLED
+
+
+class UnsupportedForm(AdvisorError):
+    """The advisor refused the form of the request (``feature``), not the question."""
+
+    status = ConsultationStatus.UNSUPPORTED
+
+    def __init__(self, advisor: str, message: str, *, feature: str) -> None:
+        super().__init__(advisor, message)
+        self.feature = feature
 
 
 @dataclass(frozen=True)
@@ -150,6 +172,11 @@ class Answer:
     falsifiers: tuple[str, ...] = ()
     confidence: Confidence | None = None
     usage: Usage = field(default_factory=Usage)
+    reasons: tuple[str, ...] = ()
+    output_mode: str | None = None
+    refused: tuple[str, ...] = ()
+    payload: Any = None
+    """What the caller asked for beyond the normalised fields (a proposal); never recorded."""
 
 
 class Transport(Protocol):
@@ -223,9 +250,17 @@ def parse_answer(advisor: str, text: str, usage: Usage | None = None) -> Answer:
     )
 
 
+Outcome: TypeAlias = tuple[Answer | None, AdvisorError | None, int, BaseException | None]
+"""(answer, typed error, duration in ms, an exception to raise once everything is recorded)."""
+
+
 async def _ask(
-    advisor: str, transport: Transport, question: Question, deadline_s: float
-) -> tuple[Answer | None, AdvisorError | None, int]:
+    advisor: str,
+    transport: Transport,
+    question: Question,
+    deadline_s: float,
+    passthrough: tuple[type[BaseException], ...],
+) -> Outcome:
     started = time.monotonic()
     try:
         answer = await asyncio.wait_for(
@@ -235,21 +270,25 @@ async def _ask(
             raise AdvisorError(
                 advisor, f"its adapter returned {type(answer).__name__}, not an answer"
             )
-        return answer, None, int((time.monotonic() - started) * 1000)
+        return answer, None, _ms(started), None
     except AdvisorError as exc:
-        return None, exc, int((time.monotonic() - started) * 1000)
+        return None, exc, _ms(started), None
     except TimeoutError:
         return (
             None,
             AdvisorTimeout(advisor, f"no answer within {deadline_s:g} s"),
             int(deadline_s * 1000),
-        )
-    except Exception as exc:  # an adapter bug must not take the run down: it is an error outcome
-        return (
             None,
-            AdvisorError(advisor, f"{type(exc).__name__}: {exc}"),
-            int((time.monotonic() - started) * 1000),
         )
+    except passthrough as exc:  # not the advisor's doing: recorded as cancelled, raised after
+        stopped = ConsultationCancelled(advisor, f"stopped before an answer: {exc}")
+        return None, stopped, _ms(started), exc
+    except Exception as exc:  # an adapter bug must not take the run down: it is an error outcome
+        return None, AdvisorError(advisor, f"{type(exc).__name__}: {exc}"), _ms(started), None
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
 
 
 async def consult(
@@ -261,8 +300,14 @@ async def consult(
     *,
     deadline_s: float,
     transports: Mapping[str, Transport] | None = None,
+    passthrough: tuple[type[BaseException], ...] = (),
 ) -> list[StoredRecord]:
-    """Ask every advisor the plan selected, concurrently; record each result in plan order."""
+    """Ask every advisor the plan selected, concurrently; record each result in plan order.
+
+    ``transports`` gives the exchange for an advisor (a proposer attempt, a debate); an advisor
+    without one is asked through its adapter's ``transport_for``. Raises only what
+    ``passthrough`` names (after recording every result) and ``CancelledError``.
+    """
     plan = plan_record.body
     assert isinstance(plan, StoredPlan)
     catalogue: Catalogue = ctx.catalogue
@@ -284,11 +329,15 @@ async def consult(
                 advisor_id, f"its adapter failed to start: {type(exc).__name__}: {exc}"
             )
 
-    async def run(advisor_id: str) -> tuple[Answer | None, AdvisorError | None, int]:
+    async def run(advisor_id: str) -> Outcome:
         target = resolved[advisor_id]
         if isinstance(target, AdvisorError):
-            return None, target, 0
-        return await _ask(advisor_id, target, question, deadline_s)
+            return None, target, 0, None
+        return await _ask(advisor_id, target, question, deadline_s, passthrough)
+
+    def model_of(advisor_id: str) -> str | None:
+        advisor = catalogue.get(advisor_id)
+        return advisor.model if advisor is not None else None
 
     try:
         results = await asyncio.gather(*(run(a) for a in chosen))
@@ -296,20 +345,27 @@ async def consult(
         # We stopped asking (shutdown): say so in the records, then let the cancellation go on.
         for advisor_id in chosen:
             stopped = ConsultationCancelled(advisor_id, "the consultation was cancelled")
-            store.record(
-                task, _consultation(plan_record.id, advisor_id, question, None, stopped, 0), ctx
+            draft = _consultation(
+                plan_record.id, advisor_id, model_of(advisor_id), question, None, stopped, 0
             )
+            store.record(task, draft, ctx)
         raise
     written = []
-    for advisor_id, (answer, error, duration_ms) in zip(chosen, results, strict=True):
-        draft = _consultation(plan_record.id, advisor_id, question, answer, error, duration_ms)
-        written.append(store.record(task, draft, ctx))
+    for advisor_id, (answer, error, duration_ms, _raise) in zip(chosen, results, strict=True):
+        draft = _consultation(
+            plan_record.id, advisor_id, model_of(advisor_id), question, answer, error, duration_ms
+        )
+        written.append(await asyncio.to_thread(store.record, task, draft, ctx))
+    for *_, pending in results:
+        if pending is not None:
+            raise pending
     return written
 
 
 def _consultation(
     plan_id: str,
     advisor: str,
+    model: str | None,
     question: Question,
     answer: Answer | None,
     error: AdvisorError | None,
@@ -331,6 +387,10 @@ def _consultation(
             confidence=answer.confidence,
             usage=answer.usage,
             duration_ms=duration_ms,
+            model=model,
+            reasons=answer.reasons,
+            output_mode=answer.output_mode,
+            refused=answer.refused,
         )
     assert error is not None
     return ConsultationInput(
@@ -339,6 +399,15 @@ def _consultation(
         status=error.status,
         question=asked,
         duration_ms=duration_ms,
-        diagnostic=error.message.strip().splitlines()[-1][:500] if error.message.strip() else None,
+        diagnostic=diagnostic_of(error),
         retry_after_seconds=getattr(error, "retry_after_s", None),
+        model=model,
+        output_mode=error.output_mode,
+        refused=error.refused,
     )
+
+
+def diagnostic_of(error: AdvisorError) -> str | None:
+    """One line: the last line of the error's message, bounded."""
+    text = error.message.strip()
+    return " ".join(text.splitlines()[-1].split())[:500] if text else None

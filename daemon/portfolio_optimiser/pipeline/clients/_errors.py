@@ -17,6 +17,7 @@ cause. Anything the table does not know is re-raised untouched, and every transl
 | APIResponseValidationError, JSONDecodeError, pydantic ValidationError | MalformedAnswer |
 | any other APIStatusError | by its status code (408 timeout, else AdvisorError) |
 | any other APIError | AdvisorError |
+| a 400/422/500 that names response_format or a max-tokens field | UnsupportedForm (a refused request form) |
 
 An adapter whose SDK raises other classes passes them as ``extra`` entries (one small table of
 its own, loaded lazily too). ``ChatTransport`` is the one exchange all chat-client adapters run:
@@ -33,6 +34,7 @@ import email.utils
 import importlib
 import inspect
 import json
+import re
 import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -55,6 +57,7 @@ from portfolio_optimiser.reasoning.transport import (
     EmptyAnswer,
     MalformedAnswer,
     Question,
+    UnsupportedForm,
     parse_answer,
 )
 
@@ -186,6 +189,24 @@ def _load(extra: ExtraErrors) -> ErrorTable:
         return {}
 
 
+# A server that refuses the form of a request says which part in its error: llama-cpp-python's
+# 500 "('body', 'response_format', 'type') ... Input should be 'text' or 'json_object'", OpenAI's
+# 400 "Unsupported parameter: 'max_tokens' ... Use 'max_completion_tokens' instead".
+_REFUSED_FORMS: Final = (
+    ("output_mode", re.compile(r"response_format|json_schema", re.IGNORECASE)),
+    ("cap_field", re.compile(r"max_(?:completion_)?tokens", re.IGNORECASE)),
+)
+_FORM_STATUSES: Final = frozenset({400, 422, 500})
+
+
+def _refused_form(cause: BaseException) -> str | None:
+    """The negotiable feature a status error refused, if it names one."""
+    if getattr(cause, "status_code", None) not in _FORM_STATUSES:
+        return None
+    said = f"{cause} {getattr(cause, 'body', '') or ''}"
+    return next((feature for feature, pattern in _REFUSED_FORMS if pattern.search(said)), None)
+
+
 def translate(
     advisor_id: str, exc: BaseException, extra: ExtraErrors = None
 ) -> AdvisorError | None:
@@ -193,6 +214,9 @@ def translate(
     if isinstance(exc, AdvisorError):
         return None
     cause = _unwrap(exc)
+    feature = _refused_form(cause)
+    if feature is not None:
+        return UnsupportedForm(advisor_id, _describe(cause), feature=feature)
     table = {**_sdk_table(), **_load(extra)}
     target = next((table[c] for c in type(cause).__mro__ if c in table), None)
     if target is None:

@@ -26,8 +26,9 @@ from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
 from ._errors import ChatTransport, http_client, timeout_s
+from .openai_compatible import cap_options  # the same API, the same fields
 
-__all__ = ["DEFAULT_API_VERSION", "chat_client_for", "transport_for"]
+__all__ = ["DEFAULT_API_VERSION", "cap_options", "chat_client_for", "transport_for"]
 
 DEFAULT_API_VERSION: Final = "2024-12-01-preview"
 """agent-framework-openai 1.17's default chat-completions API version for Azure."""

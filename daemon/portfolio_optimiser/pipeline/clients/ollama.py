@@ -28,7 +28,7 @@ from portfolio_optimiser.reasoning.transport import AdvisorTimeout, AdvisorUnava
 
 from ._errors import BY_STATUS, ChatTransport, ErrorTable, optional_attr, timeout_s
 
-__all__ = ["INSTALL", "chat_client_for", "transport_for"]
+__all__ = ["INSTALL", "chat_client_for", "sdk_errors", "transport_for"]
 
 INSTALL: Final = "agent-framework-ollama"
 
@@ -54,7 +54,7 @@ def chat_client_for(
 
 
 @cache
-def _ollama_errors() -> ErrorTable:
+def sdk_errors() -> ErrorTable:
     """This adapter's table; loaded only once something failed, so only when the SDK is there."""
     httpx = importlib.import_module("httpx")
     return {
@@ -68,4 +68,4 @@ def transport_for(advisor: Advisor) -> ChatTransport:
     optional_attr(
         "agent_framework.ollama", "OllamaChatClient", advisor_id=advisor.id, install=INSTALL
     )
-    return ChatTransport(advisor, lambda: chat_client_for(advisor), errors=_ollama_errors)
+    return ChatTransport(advisor, lambda: chat_client_for(advisor), errors=sdk_errors)

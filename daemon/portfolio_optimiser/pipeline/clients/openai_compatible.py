@@ -12,13 +12,20 @@ failure is reported once, as it happened. Options:
 | base_url_env | else: the variable holding it (its value is read only here) |
 | api_key_env | the variable holding a key; without one the key is ``not-needed`` (local servers ignore it, and the client needs some key or it falls back to Azure routing) |
 | timeout_seconds | the SDK's per-request timeout; 60 s by default |
+| structured_output | ``auto`` (negotiated), ``json_schema``, ``json_object`` or ``prompt`` |
+| output_cap_field | ``auto`` (negotiated), ``both``, ``max_completion_tokens`` or ``max_tokens`` |
+
+MAF sends the output cap as ``max_completion_tokens``; llama.cpp-family servers ignore that field
+and read ``max_tokens``, which some hosted reasoning models refuse. ``cap_options`` sends the
+field the advisor's negotiated terms name (``both`` by default: MAF's field plus ``max_tokens``
+in the request body).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from agent_framework import ChatAndFunctionMiddlewareTypes
 from agent_framework.openai import OpenAIChatCompletionClient
@@ -28,7 +35,7 @@ from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
 from ._errors import ChatTransport, http_client, timeout_s
 
-__all__ = ["chat_client_for", "transport_for"]
+__all__ = ["cap_options", "chat_client_for", "transport_for"]
 
 NO_KEY: Final = "not-needed"
 
@@ -67,6 +74,15 @@ def chat_client_for(
         http_client=http_client(advisor),
     )
     return OpenAIChatCompletionClient(model=advisor.model, async_client=sdk, middleware=middleware)
+
+
+def cap_options(cap: int, field: str) -> dict[str, Any]:
+    """The chat options that carry ``cap`` in ``field`` (see the module docstring)."""
+    if field == "max_completion_tokens":
+        return {"max_tokens": cap}
+    if field == "max_tokens":
+        return {"extra_body": {"max_tokens": cap}}
+    return {"max_tokens": cap, "extra_body": {"max_tokens": cap}}
 
 
 def transport_for(advisor: Advisor) -> ChatTransport:

@@ -1,0 +1,124 @@
+"""One maker-checker debate as one exchange of the transport contract, for one checker advisor.
+
+Decides: who speaks for the candidate, and what the checker's consultation records. The maker's
+opening is the proposal itself, as the validator left it (no model call: the candidate already
+says what it claims), so a checker that approves on its first turn costs one call. The seed's
+debate intent — the proposer defends its measure and concedes what the checker proves — holds
+from the second maker turn on: the maker then speaks through the proposer's model when one
+answered in this run, else it restates the recomputed figures. A maker turn that fails is
+recorded against the *proposer* (``on_maker_failure``), never against the checker, and the debate
+goes on with the restated figures. The checker's answer is recorded normalised: its position and
+a few of its own sentences as reasons (:func:`critique_of`), never the raw answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent_framework import ChatResponse, Message
+
+from portfolio_optimiser.reasoning.catalogue import Advisor
+from portfolio_optimiser.reasoning.negotiation import Terms
+from portfolio_optimiser.reasoning.records import Stance, Usage
+from portfolio_optimiser.reasoning.transport import AdvisorError, Answer, EmptyAnswer, Question
+
+from .budget import BudgetExceeded
+from .checker import CHECKER, MAKER, ask_checker, critique_of
+from .clients._errors import ExtraErrors, map_sdk_errors, translate
+from .clients.scripted import ScriptedChatClient
+from .outbound import TermsHolder, negotiate
+
+__all__ = ["DebateExchange", "MakerFailure", "maker_client"]
+
+MakerFailure = Callable[[AdvisorError], Awaitable[None]]
+"""Records a failed maker turn against the proposer that spoke it."""
+
+
+def maker_client(
+    *,
+    opening: str,
+    defence: str,
+    proposer: tuple[str, Any, ExtraErrors] | None,
+    on_failure: MakerFailure,
+    output_cap: int,
+) -> ScriptedChatClient:
+    """The maker's voice: the opening, then the proposer's model (id, client, errors) or the figures.
+
+    It carries no middleware of its own: the proposer's client meters and redacts its own calls.
+    """
+    live = {"proposer": proposer}
+
+    async def speak(messages: list[Message], options: Mapping[str, Any]) -> str | ChatResponse[Any]:
+        if not any(m.author_name == MAKER for m in messages):
+            return opening
+        voice = live["proposer"]
+        if voice is None:
+            return defence
+        advisor_id, client, errors = voice
+        try:
+            with map_sdk_errors(advisor_id, errors):
+                response: ChatResponse[Any] = await client.get_response(
+                    messages, options={"max_tokens": output_cap}
+                )
+            if not (response.text or "").strip():
+                raise EmptyAnswer(advisor_id, "the maker's turn was empty")
+            return response
+        except BudgetExceeded:
+            raise
+        except Exception as exc:
+            typed = exc if isinstance(exc, AdvisorError) else translate(advisor_id, exc, errors)
+            await on_failure(typed or AdvisorError(advisor_id, f"{type(exc).__name__}: {exc}"))
+            live["proposer"] = None  # one failure per debate is enough to know
+            return defence
+
+    return ScriptedChatClient(handler=speak)
+
+
+@dataclass
+class DebateExchange:
+    advisor: Advisor
+    checker_client: Callable[[], Any]
+    """Builds (or returns) the checker's chat client; called inside the exchange, so a client
+    that cannot be built is this consultation's outcome, not the run's exception."""
+    maker: Callable[[], ScriptedChatClient]
+    task: str
+    max_rounds: int
+    terms: TermsHolder
+    output_cap: int
+    errors: ExtraErrors = None
+    verdict: str | None = None
+
+    async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
+        return await negotiate(self.advisor, self.terms, self._attempt)
+
+    async def _attempt(self, terms: Terms) -> Answer:
+        with map_sdk_errors(self.advisor.id, self.errors):
+            verdict, reason, turns = await ask_checker(
+                maker_client=self.maker(),
+                checker_client=self.checker_client(),
+                task=self.task,
+                max_rounds=self.max_rounds,
+                checker_options={"max_tokens": self.output_cap},
+            )
+        spoken = [t for t in turns if t.author == CHECKER and t.text.strip()]
+        if not spoken:
+            raise EmptyAnswer(self.advisor.id, "the checker's turns were empty")
+        self.verdict = verdict
+        last = spoken[-1]
+        if verdict == "approve":
+            stance, position = Stance.SUPPORTS, "VERDICT: APPROVE"
+        elif verdict == "reject":
+            stance, position = Stance.OPPOSES, reason or "rejected without a reason"
+        else:
+            stance, position = Stance.INCONCLUSIVE, "no VERDICT line; the gate fails open"
+        return Answer(
+            stance=stance,
+            conclusion=position[:500],
+            reasons=critique_of(last.text),
+            usage=Usage(
+                input_tokens=sum(t.input_tokens for t in spoken),
+                output_tokens=sum(t.output_tokens for t in spoken),
+            ),
+        )

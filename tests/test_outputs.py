@@ -176,14 +176,15 @@ def test_local_report_has_table_chart_no_model(local_run: RunResult, tmp_path: P
     report = (folder / "report.md").read_text("utf-8")
     assert report.startswith("# Savings report: lillevik-school, run r1\n")
     assert "no model took part" in report and "## What to do next" in report
-    assert "| id | title | codes | claimed saving (NOK) | validator | checker |" in report
+    assert "| id | title | from | codes | claimed saving (NOK) | validator | checker |" in report
     for run in local_run.candidates:
         assert f"| `{run.candidate.id}` |" in report
     assert "| 2 350 000 |" in report  # the wood cladding, grouped with spaces
     assert "**13 175 500 NOK**" in report  # every kuttliste item, uncapped, is validated
     bars = [line for line in report.splitlines() if "█" in line]
     assert [b.split()[0] for b in bars] == ["02.1", "02.3", "03", "07", "09"]
-    assert bars[-1].count("█") == 30  # the largest saving fills the bar; the rest scale to it
+    largest = next(b for b in bars if b.startswith("07"))
+    assert largest.count("█") == 30  # the largest saving fills the bar; the rest scale to it
     assert bars[0].count("█") == round(1_377_500 / 4_200_000 * 30)
     assert f"]({SVG})" in report and "href" not in (folder / SVG).read_text("utf-8")
     svg = ET.parse(folder / SVG).getroot()
@@ -213,7 +214,7 @@ def test_untrusted_text_cannot_break_the_table_or_inject_html(tmp_path: Path) ->
     report = (write(res, tmp_path / "ws") / "report.md").read_text("utf-8")
     row = next(line for line in report.splitlines() if line.startswith("| `c-"))
     assert "<script>" not in report
-    assert row.replace("\\|", "").count("|") == 7  # six cells, the title's pipes escaped
+    assert row.replace("\\|", "").count("|") == 8  # seven cells, the title's pipes escaped
 
 
 @pytest.mark.loadbearing

@@ -90,7 +90,9 @@ def run_once(
     )
 
 
-def consultations(reasoning: ReasoningSession, advisor: str = "loopback") -> list[ConsultationInput]:
+def consultations(
+    reasoning: ReasoningSession, advisor: str = "loopback"
+) -> list[ConsultationInput]:
     """The checker's consultations (the scripted proposer's are not under test here)."""
     return [
         r.body

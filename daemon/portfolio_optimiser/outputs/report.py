@@ -47,6 +47,7 @@ _STOP_REASONS: Final[Mapping[str, str]] = {
     "local_rules": "the local rules proposed everything they could",
     "no_candidates": "no candidate was found",
     "timeout": "the run reached its time limit",
+    "proposer_failed": "the proposer did not answer, so the local rules' candidates stand",
 }
 
 
@@ -171,6 +172,8 @@ def _summary(result: RunResult, red: Redactor) -> str:
     else:
         models = ", ".join(_md(red.text(m, "the model names")) for m in result.models)
         parts.append(f"Models that took part: {models or 'none recorded'}.")
+    if result.local_because:
+        parts.append(f"No model's proposal was used: {_md(red.text(result.local_because, 'why'))}.")
     stop = _STOP_REASONS.get(result.stop_reason, _md(red.text(result.stop_reason, "stop reason")))
     parts.append(f"The run ended because {stop}.")
     if result.budget_stop:
@@ -183,19 +186,47 @@ def _table(result: RunResult, red: Redactor) -> list[str]:
     if not result.candidates:
         return ["No candidates were proposed in this run."]
     lines = [
-        "| id | title | codes | claimed saving (NOK) | validator | checker |",
-        "|---|---|---|---:|---|---|",
+        "| id | title | from | codes | claimed saving (NOK) | validator | checker |",
+        "|---|---|---|---|---:|---|---|",
     ]
     for run in result.candidates:
         cand = run.candidate
         where = f"candidate {cand.id}"
         title = _md(red.text(cand.title, where)) or "(untitled)"
         codes = ", ".join(_md(red.text(code, where)) for code in cand.affected_codes)
+        origin = _md(red.text(_origin(cand.origin), where))
         lines.append(
-            f"| `{cand.id}` | {title} | {codes} | {format_nok(cand.claimed_saving_nok)} | "
+            f"| `{cand.id}` | {title} | {origin} | {codes} | {format_nok(cand.claimed_saving_nok)} | "
             f"{_validator_cell(run, red)} | {_checker_cell(run, red)} |"
         )
     return lines
+
+
+def _origin(origin: str) -> str:
+    kind, _, name = origin.partition(":")
+    return {
+        "measure-option": f"your list ({name})",
+        "model": f"model ({name})",
+        "verdict": "learned from a verdict",
+    }.get(kind, origin or "unknown")
+
+
+def _heard(result: RunResult, red: Redactor) -> list[str]:
+    """What each checker said, in its own (redacted, bounded) words, beside its outcome."""
+    lines: list[str] = []
+    for run in result.candidates:
+        where = f"the checker on {run.candidate.id}"
+        for heard in run.checker.heard:
+            who = _md(red.text(heard.advisor + (f" ({heard.model})" if heard.model else ""), where))
+            if heard.position is None:
+                why = _md(red.text(heard.diagnostic or "no detail", where))
+                lines.append(
+                    f"- `{run.candidate.id}` — {who} did not answer ({heard.status}): {why}"
+                )
+                continue
+            lines.append(f"- `{run.candidate.id}` — {who}: **{heard.position}**")
+            lines += [f"  - {_md(red.text(reason, where))}" for reason in heard.reasons]
+    return ["## What the checker said", "", *lines, ""] if lines else []
 
 
 def _bar_chart(bars: Sequence[tuple[str, Decimal]]) -> list[str]:
@@ -287,6 +318,7 @@ def render_report(
         "",
         *_table(result, red),
         "",
+        *_heard(result, red),
         "## Validated savings by cost code",
         "",
         *_bar_chart(bars),

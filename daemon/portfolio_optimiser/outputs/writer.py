@@ -154,7 +154,10 @@ def _provenance(result: RunResult, red: Redactor, stamp: str) -> dict[str, Any]:
         "stamp": stamp,
         "ran_locally": result.ran_locally,
         "proposer": result.proposer,
+        "local_because": result.local_because,
         "models": list(result.models),
+        # What redaction withheld from the text sent to models: the kinds, never the values.
+        "withheld_from_models": list(result.withheld),
         "attempts": result.attempts,
         "tokens": dict(sorted(result.tokens.items())),
         "stop_reason": result.stop_reason,

@@ -91,7 +91,10 @@ class DebateExchange:
     verdict: str | None = None
 
     async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
-        return await negotiate(self.advisor, self.terms, self._attempt)
+        # A debate asks for no structured output: only its cap field is negotiated.
+        return await negotiate(
+            self.advisor, self.terms, self._attempt, asks_structured_output=False
+        )
 
     async def _attempt(self, terms: Terms) -> Answer:
         with map_sdk_errors(self.advisor.id, self.errors):

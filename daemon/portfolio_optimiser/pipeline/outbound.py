@@ -61,7 +61,11 @@ class TermsHolder:
 
 
 async def negotiate(
-    advisor: Advisor, holder: TermsHolder, attempt: Callable[[Terms], Awaitable[Answer]]
+    advisor: Advisor,
+    holder: TermsHolder,
+    attempt: Callable[[Terms], Awaitable[Answer]],
+    *,
+    asks_structured_output: bool = True,
 ) -> Answer:
     """Run ``attempt`` on the terms in force, stepping down a ladder each time a form is refused.
 
@@ -71,6 +75,7 @@ async def negotiate(
     refused: list[str] = []
     while True:
         terms = holder.terms
+        mode = terms.output_mode if asks_structured_output else None
         try:
             answer = await attempt(terms)
         except UnsupportedForm as exc:
@@ -78,14 +83,14 @@ async def negotiate(
             refused.append(f"{feature}={terms.value(feature)}")
             lower = step_down(advisor, terms, feature)
             if lower is None:
-                exc.refused, exc.output_mode = tuple(refused), terms.output_mode
+                exc.refused, exc.output_mode = tuple(refused), mode
                 raise
             holder.terms = lower
             continue
         except AdvisorError as exc:
-            exc.refused, exc.output_mode = tuple(refused), terms.output_mode
+            exc.refused, exc.output_mode = tuple(refused), mode
             raise
-        return replace(answer, refused=tuple(refused), output_mode=terms.output_mode)
+        return replace(answer, refused=tuple(refused), output_mode=mode)
 
 
 def _clean(text: str, withheld: set[str]) -> str:

@@ -254,7 +254,7 @@ def test_bad_verdict_is_reported_with_line_and_column_and_the_fix_is_ingested(
 
 # -- 3. crash safety: killed between two durable steps, finished exactly once on restart ----------
 
-FAULTS = ["after-claim", "after-outputs", "after-spend"]
+FAULTS = ["after-claim", "during-run", "after-outputs", "after-spend"]
 
 
 @dataclass(frozen=True)
@@ -301,6 +301,7 @@ def crash_cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
     "fault",
     [
         "after-claim",
+        "during-run",
         "after-outputs",
         "after-spend",
     ],
@@ -323,6 +324,30 @@ def test_killed_mid_job_then_restarted_finishes_exactly_once(
     assert list((ws / ".state" / "claimed").iterdir()) == []
     assert leftovers(ws) == []
     assert unparseable_json(ws / "outbox") == []
+
+
+@pytest.mark.loadbearing
+def test_a_bundle_that_crashed_the_process_twice_is_quarantined_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
+    processes = Processes(tmp_path / "proc")
+    try:
+        for _ in range(2):
+            dying = processes.start(
+                "once", ws, env={"PORTFOLIO_OPTIMISER_TEST_FAULT": "during-run"}
+            )
+            assert dying.wait(60) == 137, dying.stderr()[-2000:]
+        third = processes.start("once", ws).completed(60)
+    finally:
+        processes.close()
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert [item.state for item in ledger_items(ws, "bundle")] == ["failed"]
+    report = (ws / "outbox" / "failed" / f"{PROJECT}.error.txt").read_text("utf-8")
+    assert "stopped the daemon 2 times" in report
+    assert list((ws / ".state" / "claimed").iterdir()) == []
+    assert published_runs(ws, PROJECT) == []
 
 
 # -- 4. hostile input through `once` ---------------------------------------------------------------

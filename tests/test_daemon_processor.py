@@ -172,6 +172,23 @@ def test_a_bad_bundle_is_quarantined_with_a_report_and_retry_puts_it_back(
     assert not (workspace.failed / "broken.error.txt").exists()
 
 
+@pytest.mark.loadbearing
+def test_an_internal_error_in_a_run_costs_the_bundle_never_the_daemon(
+    workspace: Workspace, processor: Processor, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*_args: Any) -> Any:
+        raise KeyError("a bug somewhere in a run")
+
+    monkeypatch.setattr("portfolio_optimiser.daemon.processor.run_pipeline", broken)
+    drop_bundle(workspace)
+    [result] = settle(processor, clock)
+    assert result.state == "failed"
+    report = (workspace.failed / "lillevik-school.error.txt").read_text("utf-8")
+    assert "an internal error stopped its run (KeyError" in report and "report it" in report
+    assert list(processor.claimed_dir.iterdir()) == []
+    assert processor.ledger.unfinished_starts(processor.ledger.items()[0].digest) == 0
+
+
 def test_a_project_the_budget_cannot_fund_waits_unclaimed(
     workspace: Workspace, processor: Processor, clock: Clock
 ) -> None:

@@ -64,6 +64,10 @@ CREATE TABLE IF NOT EXISTS verdicts (
     recorded_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS verdicts_by_candidate ON verdicts (candidate_id, seq);
+CREATE TABLE IF NOT EXISTS unfinished_runs (
+    digest TEXT PRIMARY KEY,
+    starts INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS candidates (
     candidate_id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,
@@ -285,6 +289,28 @@ class Ledger:
             (at, error, now, digest),
         )
         return self._require(digest)
+
+    def start_run(self, digest: str) -> int:
+        """Count a run of ``digest`` as started (durably, before it starts); returns the count.
+
+        A run that ends, well or badly, calls :meth:`finish_run`; one that took the process down
+        stays counted, so a count of two at the next start means it crashed the daemon twice.
+        """
+        self._write(
+            "INSERT INTO unfinished_runs (digest, starts) VALUES (?, 1)"
+            " ON CONFLICT (digest) DO UPDATE SET starts = starts + 1",
+            (digest,),
+        )
+        return self.unfinished_starts(digest)
+
+    def finish_run(self, digest: str) -> None:
+        self._write("DELETE FROM unfinished_runs WHERE digest = ?", (digest,))
+
+    def unfinished_starts(self, digest: str) -> int:
+        row = self._db.execute(
+            "SELECT starts FROM unfinished_runs WHERE digest = ?", (digest,)
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     def items(self, state: State | None = None) -> list[Item]:
         """Items in the order they were first recorded, optionally only those in ``state``."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
@@ -49,6 +49,8 @@ from .workspace import Workspace
 __all__ = ["ItemResult", "Processor"]
 
 Clock = Callable[[], float]
+CRASHES_TO_QUARANTINE: Final = 2
+"""Runs of one bundle that ended the process; at the next start it is quarantined, not re-run."""
 _TRANSIENT = frozenset(
     {errno.ENOSPC, errno.EIO, errno.EBUSY, errno.EAGAIN, errno.EDQUOT, errno.ETIMEDOUT}
 )
@@ -97,7 +99,7 @@ class Processor:
         )
         self.claimed_dir.mkdir(parents=True, exist_ok=True)
         self.reasoning_store = Store(ws.state)
-        # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim|after-outputs|after-spend
+        # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim|during-run|after-outputs|after-spend
         # makes the process die (os._exit(137), as if SIGKILLed) at that point, so the crash-safety
         # tests can kill a run between two durable steps. Read once; unset in production.
         self._test_fault = (self.environ if self.environ is not None else os.environ).get(
@@ -350,6 +352,17 @@ class Processor:
             self.ledger.begin(digest, kind="bundle", name=name, now=_iso(now))
             known = self.ledger.get(digest)
         first_seen = known.first_seen if known is not None else _iso(now)
+        crashes = self.ledger.unfinished_starts(digest)
+        if crashes >= CRASHES_TO_QUARANTINE:
+            self.ledger.finish_run(digest)
+            return self._quarantine(
+                claimed,
+                name,
+                digest,
+                f"{name}: its run stopped the daemon {crashes} times (killed, out of memory, or a "
+                "crash in a library) and was set aside so it cannot do so a third time; the "
+                "daemon's log (journalctl) says what ended the process",
+            )
         try:
             bundle = self._bundle_root(claimed)
             result = self._run(bundle, digest, first_seen, name)
@@ -358,8 +371,26 @@ class Processor:
         except OSError as exc:
             if exc.errno in _TRANSIENT:
                 return self._retry_later(claimed, name, digest, f"{exc.strerror}")
-            raise
+            return self._internal_error(claimed, name, digest, exc)
+        except Exception as exc:
+            return self._internal_error(claimed, name, digest, exc)
+        finally:
+            self.ledger.finish_run(digest)
         return result
+
+    def _internal_error(
+        self, claimed: Path, name: str, digest: str, exc: BaseException
+    ) -> ItemResult:
+        # A bug must cost one bundle, never the daemon: the bundle is set aside with the error,
+        # and nothing is left claimed to crash the next start.
+        self.log.error("internal error in a bundle's run", bundle=name, exc_info=exc)
+        return self._quarantine(
+            claimed,
+            name,
+            digest,
+            f"{name}: an internal error stopped its run ({type(exc).__name__}: {exc}); this is a "
+            "bug in portfolio-optimiser, please report it with the daemon's log",
+        )
 
     def _settled(self, digest: str, detail: str | None) -> bool:
         """Whether the bundle of a finished run sits in bundles/projects/ (its content, by hash)."""
@@ -408,6 +439,8 @@ class Processor:
             # steps after publishing are finished from what was published.
             summary = Published.read(published[0])
         else:
+            self.ledger.start_run(digest)
+            self._fault("during-run")
             result = run_pipeline(self, bundle, run_id)
             run_folder = ws.outbox / "runs" / result.project_id / run_id
             folder = write_run_outputs(

@@ -31,6 +31,7 @@ def retry_quarantined(workspace: Workspace, ledger: Ledger, name: str, *, now_is
     digest = content_digest(source)
     if ledger.get(digest) is not None:
         ledger.mark(digest, "retry", now=now_iso, error=None)
+    ledger.finish_run(digest)  # a bundle put back by hand gets a fresh count of crashes
     destination = release(source, workspace.inbox_projects / name)
     with contextlib.suppress(FileNotFoundError):
         (workspace.failed / f"{name}.error.txt").unlink()

@@ -14,6 +14,8 @@ anything else (``/v1/responses``, say) is a 404. What it answers is chosen by ``
 | malformed | 200, ``application/json``, with a body that is not JSON |
 | empty | 200, a chat completion whose content is the empty string |
 | unauthorized | 401 |
+| refuses_json_schema | 500 with llama-cpp-python's words when ``response_format`` is ``json_schema``, else ``normal`` |
+| ignores_cap | ``normal``, but reporting ``completion_tokens`` far past any ``max_tokens`` asked |
 
 It never opens a connection of its own and knows no credential.
 """
@@ -32,7 +34,15 @@ from typing import Any, Final, Literal, TypeAlias
 __all__ = ["DEFAULT_ANSWER", "MODES", "FakeLLMServer", "Mode", "RecordedRequest"]
 
 Mode: TypeAlias = Literal[
-    "normal", "slow", "rate_limited", "server_error", "malformed", "empty", "unauthorized"
+    "normal",
+    "slow",
+    "rate_limited",
+    "server_error",
+    "malformed",
+    "empty",
+    "unauthorized",
+    "refuses_json_schema",
+    "ignores_cap",
 ]
 MODES: Final[tuple[Mode, ...]] = (
     "normal",
@@ -42,6 +52,8 @@ MODES: Final[tuple[Mode, ...]] = (
     "malformed",
     "empty",
     "unauthorized",
+    "refuses_json_schema",
+    "ignores_cap",
 )
 DEFAULT_ANSWER: Final = json.dumps(
     {
@@ -149,7 +161,9 @@ class FakeLLMServer:
         self.stop()
 
 
-def _completion(model: str, content: str) -> dict[str, Any]:
+def _completion(
+    model: str, content: str, completion_tokens: int = COMPLETION_TOKENS
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
@@ -164,8 +178,8 @@ def _completion(model: str, content: str) -> dict[str, Any]:
         ],
         "usage": {
             "prompt_tokens": PROMPT_TOKENS,
-            "completion_tokens": COMPLETION_TOKENS,
-            "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+            "completion_tokens": completion_tokens,
+            "total_tokens": PROMPT_TOKENS + completion_tokens,
         },
     }
 
@@ -268,6 +282,17 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 self._json(401, {"error": {"message": "bad key", "type": "invalid_api_key"}})
             elif mode == "malformed":
                 self._send(200, b"{this is not json", "application/json")
+            elif (
+                mode == "refuses_json_schema"
+                and (body.get("response_format") or {}).get("type") == "json_schema"
+            ):
+                message = (
+                    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                    "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
+                )
+                self._json(500, {"error": {"message": message, "type": "internal_server_error"}})
+            elif mode == "ignores_cap" and not body.get("stream"):
+                self._json(200, _completion(model, server.content, completion_tokens=10_000))
             else:
                 content = "" if mode == "empty" else server.content
                 if body.get("stream"):

@@ -1,0 +1,316 @@
+"""The model path with real MAF clients against loopback fakes: a model only adds, what leaves is
+redacted and capped, request forms are negotiated, and every failure is the right advisor's.
+
+The fast counterpart of ``test_real_model.py``: every server behaviour here is scripted, so each
+claim is checked exactly, and each load-bearing test goes red when its mechanism is detached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.pipeline.clients.scripted import ScriptedChatClient
+from portfolio_optimiser.pipeline.outcome import RunResult
+from portfolio_optimiser.pipeline.run import ReasoningSession, default_client_factory, run_project
+from portfolio_optimiser.reasoning.availability import AdvisorStatus
+from portfolio_optimiser.reasoning.catalogue import Advisor
+from portfolio_optimiser.reasoning.records import ConsultationInput
+from portfolio_optimiser.reasoning.store import availability_now
+
+from .fakes.llm_server import FakeLLMServer, Mode
+from .pipeline_helpers import budget, measure, proposal, session, settings, small_bundle, write
+
+PROPOSAL = proposal(measure(measure_type="prefabrication", saving=96000, title="Prefab walls"))
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_client_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("OPENAI", "AZURE", "OLLAMA")) or name.lower().endswith("_proxy"):
+            monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[FakeLLMServer, FakeLLMServer]]:
+    with (
+        FakeLLMServer(content=PROPOSAL, slow_s=3.0) as proposer,
+        FakeLLMServer(content="The figures hold.\nVERDICT: APPROVE") as checker,
+    ):
+        yield proposer, checker
+
+
+def advisor(
+    advisor_id: str, base_url: str, capabilities: tuple[str, ...], **options: Any
+) -> Advisor:
+    return Advisor(
+        id=advisor_id,
+        name=advisor_id,
+        adapter="openai-compatible",
+        provider="self-hosted",
+        model=f"model-of-{advisor_id}",
+        local=True,
+        capabilities=capabilities,
+        options={"base_url": base_url, "timeout_seconds": 2, **options},
+    )
+
+
+def reasoning_for(
+    tmp: Path, servers: tuple[FakeLLMServer, FakeLLMServer], **proposer_options: Any
+) -> ReasoningSession:
+    proposer, checker = servers
+    return session(
+        tmp,
+        advisor("prop", proposer.base_url, ("propose",), **proposer_options),
+        advisor("check", checker.base_url, ("cost_review", "independent_reasoning")),
+    )
+
+
+def run(tmp: Path, reasoning: ReasoningSession, run_id: str = "r1", **overrides: Any) -> RunResult:
+    bundle = tmp / f"bundle-{run_id}"
+    if not bundle.exists():
+        small_bundle(bundle)
+    return asyncio.run(
+        run_project(
+            bundle,
+            verdicts=VerdictStore(),
+            budget=budget(),
+            settings=settings(consult_deadline_s=1.5, **overrides),
+            reasoning=reasoning,
+            run_id=run_id,
+        )
+    )
+
+
+def consultations(reasoning: ReasoningSession, advisor_id: str) -> list[ConsultationInput]:
+    return [
+        r.body
+        for r in reasoning.store.load().of_kind("consultation")
+        if isinstance(r.body, ConsultationInput) and r.body.advisor == advisor_id
+    ]
+
+
+def origins(result: RunResult) -> list[str]:
+    return [c.candidate.origin for c in result.candidates]
+
+
+def test_a_working_proposer_adds_to_the_planners_list(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    reasoning = reasoning_for(tmp_path, servers)
+    result = run(tmp_path, reasoning)
+    assert origins(result) == ["measure-option:k-01", "model:prop"]
+    assert result.proposer == "prop" and not result.ran_locally
+    assert all(c.validator.outcome == "accepted" for c in result.candidates)
+
+
+@pytest.mark.loadbearing
+@pytest.mark.parametrize(
+    ("mode", "status"),
+    [
+        ("server_error", "unavailable"),
+        ("slow", "timeout"),
+        ("unauthorized", "auth_failed"),
+        ("rate_limited", "rate_limited"),
+        ("malformed", "malformed"),
+        ("empty", "empty"),
+    ],
+)
+def test_a_failing_proposer_leaves_the_run_with_the_local_rules_candidates(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer], mode: Mode, status: str
+) -> None:
+    servers[0].mode = mode
+    reasoning = reasoning_for(tmp_path, servers)
+    result = run(tmp_path, reasoning)
+    assert origins(result) == ["measure-option:k-01"]  # the planner's item, checked all the same
+    assert result.candidates[0].validator.outcome == "accepted"
+    assert {str(c.status) for c in consultations(reasoning, "prop")} == {status}
+    assert result.proposer is None
+    if status in {"malformed", "empty"}:  # an answer came: the next attempt is told why
+        assert result.stop_reason == "max_attempts" and result.local_because is None
+    else:
+        assert result.stop_reason == "proposer_failed"
+        assert result.local_because and status in result.local_because
+    # The proposer's failure is the proposer's: the checker still answered, and is not blamed.
+    assert [str(c.status) for c in consultations(reasoning, "check")] == ["completed"]
+
+
+def test_a_proposer_that_refuses_the_connection_is_unavailable_and_the_run_goes_on(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    dead = FakeLLMServer()  # bound, never started: the port refuses nothing but answers nothing
+    dead._httpd.server_close()
+    reasoning = session(
+        tmp_path,
+        advisor("prop", dead.base_url, ("propose",)),
+        advisor("check", servers[1].base_url, ("cost_review", "independent_reasoning")),
+    )
+    result = run(tmp_path, reasoning)
+    assert origins(result) == ["measure-option:k-01"]
+    [failed] = consultations(reasoning, "prop")
+    assert str(failed.status) == "unavailable" and failed.diagnostic
+
+
+def test_two_runs_with_a_dead_proposer_open_its_breaker_only(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    servers[0].mode = "server_error"
+    reasoning = reasoning_for(tmp_path, servers)
+    run(tmp_path, reasoning, "r1")
+    run(tmp_path, reasoning, "r2")
+    states = {s.advisor: s for s in availability_now(reasoning.store.load(), reasoning.ctx)}
+    assert states["prop"].status is AdvisorStatus.TEMPORARILY_FAILED
+    assert states["check"].status is AdvisorStatus.AVAILABLE
+    before = len(servers[0].requests)
+    third = run(tmp_path, reasoning, "r3")
+    assert len(servers[0].requests) == before  # the open breaker keeps the dead proposer out
+    assert origins(third) == ["measure-option:k-01"]
+
+
+@pytest.mark.loadbearing
+def test_nothing_secret_reaches_a_model(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    secret = "sk-proj-" + secrets.token_hex(16)
+    bundle = small_bundle(tmp_path / "bundle-r1")
+    write(
+        bundle,
+        "cost/02.3.md",
+        (bundle / "cost" / "02.3.md").read_text() + f'\napi_key = "{secret}"\n',
+    )
+    reasoning = reasoning_for(tmp_path, servers)
+    result = run(tmp_path, reasoning)
+    bodies = [str(r.body) for server in servers for r in server.requests]
+    assert bodies and result.proposer == "prop"
+    assert not any(secret in body for body in bodies)
+    assert "openai-key" in result.withheld
+
+
+@pytest.mark.loadbearing
+def test_every_call_carries_an_output_cap_in_both_fields(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    servers[1].content = "Hm."  # no verdict: the debate goes two rounds, the maker speaks again
+    reasoning = reasoning_for(tmp_path, servers)
+    run(tmp_path, reasoning, max_rounds=4)
+    caps = {
+        "prop": settings().propose_output_tokens,
+        "check": settings().check_output_tokens,
+    }
+    for server, cap in zip(servers, caps.values(), strict=True):
+        assert server.requests
+        for request in server.requests:
+            assert 0 < request.body["max_tokens"] <= cap  # the field llama.cpp servers read
+            assert request.body["max_completion_tokens"] == request.body["max_tokens"]
+
+
+def test_the_cap_field_can_be_fixed_per_advisor(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    reasoning = reasoning_for(tmp_path, servers, output_cap_field="max_completion_tokens")
+    run(tmp_path, reasoning)
+    [request] = servers[0].requests
+    assert "max_tokens" not in request.body and request.body["max_completion_tokens"] > 0
+
+
+@pytest.mark.loadbearing
+def test_an_answer_past_its_cap_is_the_servers_fault(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    servers[0].mode = "ignores_cap"
+    reasoning = reasoning_for(tmp_path, servers)
+    result = run(tmp_path, reasoning)
+    [over] = consultations(reasoning, "prop")
+    assert str(over.status) == "error" and "ignores the cap field" in (over.diagnostic or "")
+    assert origins(result) == ["measure-option:k-01"]  # its answer was not used
+
+
+@pytest.mark.loadbearing
+def test_a_refused_json_schema_steps_down_and_the_next_run_remembers(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    servers[0].mode = "refuses_json_schema"
+    reasoning = reasoning_for(tmp_path, servers)
+    first = run(tmp_path, reasoning, "r1")
+    assert origins(first) == ["measure-option:k-01", "model:prop"]
+    [answered] = consultations(reasoning, "prop")
+    assert (str(answered.status), answered.output_mode) == ("completed", "json_object")
+    assert answered.refused == ("output_mode=json_schema",)
+    kinds = [r.body["response_format"]["type"] for r in servers[0].requests]
+    assert kinds == ["json_schema", "json_object"]
+    servers[0].clear()
+    run(tmp_path, reasoning, "r2")
+    assert [r.body["response_format"]["type"] for r in servers[0].requests] == ["json_object"]
+    states = {s.advisor: s for s in availability_now(reasoning.store.load(), reasoning.ctx)}
+    assert states["prop"].status is AdvisorStatus.AVAILABLE  # a refusal is no failure
+
+
+def test_the_prompt_mode_sends_no_response_format_and_puts_the_schema_in_the_prompt(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    reasoning = reasoning_for(tmp_path, servers, structured_output="prompt")
+    result = run(tmp_path, reasoning)
+    [request] = servers[0].requests
+    assert "response_format" not in request.body
+    assert "JSON Schema" in request.body["messages"][0]["content"]
+    assert "model:prop" in origins(result)
+
+
+def test_max_candidates_bounds_the_models_additions_never_the_planners_list(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
+) -> None:
+    servers[0].content = proposal(
+        *(measure(measure_type=f"type-{i}", saving=10000 + i) for i in range(3))
+    )
+    reasoning = reasoning_for(tmp_path, servers)
+    result = run(tmp_path, reasoning, max_candidates=1)
+    assert origins(result) == ["measure-option:k-01", "model:prop"]
+    assert any("past max_candidates" in note for note in result.notes)
+
+
+@pytest.mark.loadbearing
+def test_a_failing_maker_turn_is_the_proposers_never_the_checkers(tmp_path: Path) -> None:
+    calls = {"prop": 0}
+
+    def proposer(_messages: Any, _options: Any) -> str:
+        calls["prop"] += 1
+        if calls["prop"] > 1:  # proposes, then dies before defending its measure
+            raise ConnectionError("the proposer's server went away")
+        return PROPOSAL
+
+    def factory(adv: Advisor, middleware: Any) -> Any:
+        if adv.id == "prop":
+            return ScriptedChatClient(handler=proposer, middleware=list(middleware))
+        return default_client_factory(adv, middleware)
+
+    with FakeLLMServer(content="Which drawings?") as checker:  # no verdict: the maker must answer
+        reasoning = session(
+            tmp_path,
+            advisor("prop", "http://unused.invalid/v1", ("propose",)),
+            advisor("check", checker.base_url, ("cost_review", "independent_reasoning")),
+        )
+        small_bundle(tmp_path / "bundle-r1")
+        result = asyncio.run(
+            run_project(
+                tmp_path / "bundle-r1",
+                verdicts=VerdictStore(),
+                budget=budget(),
+                settings=settings(max_rounds=4),
+                reasoning=reasoning,
+                run_id="r1",
+                client_factory=factory,
+            )
+        )
+    model = next(c for c in result.candidates if c.candidate.origin == "model:prop")
+    assert model.checker.outcome == "no_verdict"
+    statuses = [(str(c.status), c.question) for c in consultations(reasoning, "prop")]
+    assert statuses[0][0] == "completed"
+    assert ("unavailable", f"the maker's defence of candidate {model.candidate.id}") in statuses
+    assert {str(c.status) for c in consultations(reasoning, "check")} == {"completed"}

@@ -157,7 +157,8 @@ def test_refinement_is_bounded_by_max_attempts(tmp_path: Path) -> None:
     )
     assert result.stop_reason == "max_attempts"
     assert result.attempts == 2
-    assert [c.validator.outcome for c in result.candidates] == ["rejected", "rejected"]
+    # The same measure is gated once; proposed again unchanged, the model is told again why.
+    assert [c.validator.outcome for c in result.candidates] == ["rejected"]
 
 
 @pytest.mark.loadbearing
@@ -288,7 +289,26 @@ def test_a_measure_proposed_again_after_acceptance_is_not_gated_twice(tmp_path: 
     accepted = [c for c in result.candidates if c.validator.outcome == "accepted"]
     assert len(accepted) == 1
     assert ids.count(accepted[0].candidate.id) == 1
-    assert any("already accepted in this run" in note for note in result.notes)
+    assert any("already checked in this run" in note for note in result.notes)
+
+
+@pytest.mark.loadbearing
+def test_a_model_repeating_a_rejected_local_candidate_is_not_gated_twice(tmp_path: Path) -> None:
+    # Seen against a real server: the model proposed, verbatim, a kuttliste item the validator
+    # had just rejected; gating it again recorded a second conclusion on the same subject.
+    bundle = small_bundle(tmp_path / "b")
+    cut = bundle / "k" / "k-01.md"
+    cut.write_text(cut.read_text().replace("144000", "9000000"))
+    too_much = measure(saving=9000000)
+    result = run(
+        bundle,
+        session(tmp_path, PROPOSER, CHECKER),
+        {"p1": lambda m, o: proposal(too_much), "k1": approve},
+        settings=settings(max_attempts=2),
+    )
+    assert [c.candidate.origin for c in result.candidates] == ["measure-option:k-01"]
+    assert result.candidates[0].validator.outcome == "rejected"
+    assert any("already checked in this run" in note for note in result.notes)
 
 
 @pytest.mark.loadbearing

@@ -52,8 +52,8 @@ def _key(candidate: Candidate) -> Key:
 
 def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictStore) -> str | None:
     """Why a candidate is not gated again: already in this run, or rejected by an expert."""
-    if any(other.id == candidate.id for other in run.accepted):
-        return f"{candidate.id} was proposed again; it is already accepted in this run"
+    if any(other.candidate.id == candidate.id for other in run.outcomes):
+        return f"{candidate.id} was proposed again; it is already checked in this run"
     if any(_key(other) == _key(candidate) for other in run.accepted):
         return (
             f"'{candidate.title}' ({', '.join(candidate.affected_codes)}, {candidate.measure_type}) "
@@ -220,6 +220,13 @@ def _take(
     skip = _settled_elsewhere(run, candidate, verdicts)
     if skip is not None:
         run.notes.append(skip)
+        earlier = next((o for o in run.outcomes if o.candidate.id == candidate.id), None)
+        if earlier is not None and not isinstance(earlier.validator, Accepted):
+            # Proposed again unchanged after a rejection: the model is told again, not let off.
+            return (
+                f"'{candidate.title}' was rejected by rule {earlier.validator.rule}: "
+                f"{earlier.validator.reason}; do not propose it unchanged"
+            )
         return None
     decision = _gate(run, candidate, attempt)
     if isinstance(decision, Accepted):

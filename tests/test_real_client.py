@@ -1,5 +1,8 @@
 """The real MAF chat-completion client against a loopback fake: every failure is one typed error.
 
+Each exchange here is the pipeline's own (a proposer attempt, :class:`ProposerExchange`), run on
+the adapter's real chat client, so what is tested is what a run does.
+
 No credential and no network: the fake binds 127.0.0.1, every vendor variable is removed from the
 environment first, and the mode is pinned (CI sets CI=true, which would otherwise mean mode ci).
 """
@@ -23,9 +26,12 @@ from agent_framework.exceptions import ChatClientException
 
 from portfolio_optimiser.pipeline.clients import azure_openai, foundry, ollama, openai_compatible
 from portfolio_optimiser.pipeline.clients._errors import map_sdk_errors, parse_retry_after
+from portfolio_optimiser.pipeline.outbound import TermsHolder
+from portfolio_optimiser.pipeline.proposer import ProposerExchange
 from portfolio_optimiser.reasoning.availability import AdvisorStatus, ConsultationStatus
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue
 from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
+from portfolio_optimiser.reasoning.negotiation import negotiated
 from portfolio_optimiser.reasoning.policy import Materiality, PlanOutcome
 from portfolio_optimiser.reasoning.records import (
     AssessmentInput,
@@ -52,6 +58,7 @@ from portfolio_optimiser.reasoning.transport import (
 )
 
 from .fakes.llm_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeLLMServer
+from .pipeline_helpers import measure, proposal
 
 VENDOR_PREFIXES = ("OPENAI_", "AZURE_", "OLLAMA_", "FOUNDRY_")
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -70,9 +77,13 @@ def _no_vendor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name, raising=False)
 
 
+PROPOSAL = proposal(measure())
+PROMPT = "Propose up to 3 savings measures for the project below."
+
+
 @pytest.fixture
 def server() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer(slow_s=2.0) as fake:
+    with FakeLLMServer(slow_s=2.0, content=PROPOSAL) as fake:
         yield fake
 
 
@@ -89,9 +100,19 @@ def local_advisor(server: FakeLLMServer, **options: Any) -> Advisor:
     )
 
 
-def exchange(advisor: Advisor, deadline_s: float = 2.0) -> Any:
-    transport = openai_compatible.transport_for(advisor)
-    return asyncio.run(transport.exchange(QUESTION, deadline_s=deadline_s))
+def proposer_exchange(advisor: Advisor, module: Any = openai_compatible) -> ProposerExchange:
+    return ProposerExchange(
+        advisor=advisor,
+        client=lambda: module.chat_client_for(advisor, middleware=[]),
+        tools=[],
+        prompt=PROMPT,
+        terms=TermsHolder(negotiated(advisor)),
+        output_cap=64,
+    )
+
+
+def exchange(advisor: Advisor, module: Any = openai_compatible) -> Any:
+    return asyncio.run(proposer_exchange(advisor, module).exchange(QUESTION, deadline_s=2.0))
 
 
 # --- one exchange, one request, one typed outcome -------------------------------------------
@@ -102,7 +123,8 @@ def test_a_normal_answer_is_completed_with_its_usage(server: FakeLLMServer) -> N
     answer = exchange(local_advisor(server))
 
     assert answer.stance is Stance.SUPPORTS
-    assert answer.conclusion
+    assert answer.conclusion == "proposed 1 measure(s): Standard panels"
+    assert answer.payload.candidates[0].claimed_saving_nok == 144000
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (
         PROMPT_TOKENS,
         COMPLETION_TOKENS,
@@ -110,7 +132,8 @@ def test_a_normal_answer_is_completed_with_its_usage(server: FakeLLMServer) -> N
     [request] = server.requests
     assert request.path == "/v1/chat/completions"  # chat completions, not the Responses API
     assert request.body["model"] == "fake-model"
-    assert request.body["messages"][-1]["content"] == QUESTION.text()
+    assert request.body["messages"][-1]["content"] == PROMPT
+    assert request.body["response_format"]["type"] == "json_schema"
     assert not request.body.get("stream")
 
 
@@ -176,12 +199,25 @@ def test_retry_after_is_seconds_or_an_http_date(value: str | None, seconds: floa
 
 
 @pytest.mark.loadbearing
-def test_a_deadline_that_passes_is_a_timeout(server: FakeLLMServer) -> None:
+def test_a_deadline_that_passes_is_a_timeout(server: FakeLLMServer, tmp_path: Path) -> None:
     server.mode = "slow"
+    advisor = local_advisor(server)
+    store, ctx = Store(tmp_path), admission(advisor)
+    _assessment, plan_record = assess_and_plan(store, ctx, "cancel the unused licences")
     started = time.monotonic()
-    with pytest.raises(AdvisorTimeout):
-        exchange(local_advisor(server), deadline_s=0.5)
-
+    [written] = asyncio.run(
+        consult(
+            store,
+            "run-1",
+            plan_record,
+            QUESTION,
+            ctx,
+            deadline_s=0.5,
+            transports={advisor.id: proposer_exchange(advisor)},
+        )
+    )
+    assert isinstance(written.body, ConsultationInput)
+    assert written.body.status is ConsultationStatus.TIMEOUT
     assert time.monotonic() - started < 1.5
     assert len(server.requests) == 1
 
@@ -189,7 +225,7 @@ def test_a_deadline_that_passes_is_a_timeout(server: FakeLLMServer) -> None:
 def test_the_clients_own_timeout_is_a_timeout_too(server: FakeLLMServer) -> None:
     server.mode = "slow"
     with pytest.raises(AdvisorTimeout) as caught:
-        exchange(local_advisor(server, timeout_seconds=0.3), deadline_s=5)
+        exchange(local_advisor(server, timeout_seconds=0.3))
 
     assert "APITimeoutError" in caught.value.message
     assert len(server.requests) == 1
@@ -224,7 +260,7 @@ def test_a_missing_base_url_is_reported_as_unavailable_with_what_to_set() -> Non
         options={"base_url_env": "PORTFOLIO_OPTIMISER_TEST_UNSET_URL"},
     )
     with pytest.raises(AdvisorUnavailable, match="PORTFOLIO_OPTIMISER_TEST_UNSET_URL"):
-        openai_compatible.transport_for(advisor)
+        openai_compatible.chat_client_for(advisor)
 
 
 # --- middleware and streaming on the real client --------------------------------------------
@@ -255,8 +291,8 @@ def test_chat_middleware_runs_on_the_real_client_through_an_agent(server: FakeLL
     plain, streamed = asyncio.run(both())
 
     assert counter.calls == 2
-    assert json.loads(plain.text)["stance"] == "supports"
-    assert json.loads(streamed.text)["stance"] == "supports"
+    assert json.loads(plain.text)["candidates"][0]["measure_type"] == "standardisation"
+    assert json.loads(streamed.text)["candidates"][0]["measure_type"] == "standardisation"
     assert streamed.usage_details["input_token_count"] == PROMPT_TOKENS
     first, second = server.requests
     assert first.body["messages"][0] == {"role": "system", "content": "Answer in JSON."}
@@ -286,11 +322,10 @@ def test_the_azure_adapter_speaks_to_its_deployment_without_retries(
             "timeout_seconds": 2,
         },
     )
-    transport = azure_openai.transport_for(advisor)
-    answer = asyncio.run(transport.exchange(QUESTION, deadline_s=2))
+    answer = exchange(advisor, azure_openai)
     server.mode = "server_error"
     with pytest.raises(AdvisorUnavailable):
-        asyncio.run(transport.exchange(QUESTION, deadline_s=2))
+        exchange(advisor, azure_openai)
 
     assert answer.stance is Stance.SUPPORTS
     assert [r.path.split("?")[0] for r in server.requests] == [
@@ -311,7 +346,7 @@ def test_the_azure_adapter_without_its_settings_is_unavailable() -> None:
         options={"endpoint_env": "TEST_UNSET_DEPLOYMENT_URL"},
     )
     with pytest.raises(AdvisorUnavailable, match="TEST_UNSET_DEPLOYMENT_URL"):
-        azure_openai.transport_for(advisor)
+        azure_openai.chat_client_for(advisor)
 
 
 @pytest.mark.skipif(
@@ -330,7 +365,7 @@ def test_without_its_optional_package_the_ollama_adapter_says_what_to_install() 
         options={"host": "http://127.0.0.1:9"},
     )
     with pytest.raises(AdvisorUnavailable, match="agent-framework-ollama"):
-        ollama.transport_for(advisor)
+        ollama.chat_client_for(advisor)
 
 
 @pytest.mark.skipif(
@@ -351,7 +386,7 @@ def test_without_its_optional_package_the_foundry_adapter_says_what_to_install(
         options={"endpoint_env": "TEST_PROJECT_URL"},
     )
     with pytest.raises(AdvisorUnavailable, match="agent-framework-foundry"):
-        foundry.transport_for(advisor)
+        foundry.chat_client_for(advisor)
 
 
 # --- end to end with the reasoning layer -----------------------------------------------------
@@ -381,6 +416,15 @@ def assess_and_plan(
     return assessment, store.record("run-1", PlanInput(assessment=assessment.id), ctx)
 
 
+def consult_once(
+    store: Store, plan_record: StoredRecord, ctx: Admission, advisor: Advisor
+) -> list[StoredRecord]:
+    transports = {advisor.id: proposer_exchange(advisor)}
+    return asyncio.run(
+        consult(store, "run-1", plan_record, QUESTION, ctx, deadline_s=1, transports=transports)
+    )
+
+
 def state_of(store: Store, ctx: Admission) -> Any:
     [state] = availability_now(store.load(), ctx)
     return state
@@ -398,9 +442,9 @@ def test_two_failed_consultations_open_the_breaker_and_the_next_plan_decides_loc
     assert [s.advisor for s in plan_record.body.selected] == ["local-test"]
 
     server.mode = "server_error"
-    first = asyncio.run(consult(store, "run-1", plan_record, QUESTION, ctx, deadline_s=1))
+    first = consult_once(store, plan_record, ctx, advisor)
     assert state_of(store, ctx).status is AdvisorStatus.AVAILABLE  # one failure does not open it
-    second = asyncio.run(consult(store, "run-1", plan_record, QUESTION, ctx, deadline_s=1))
+    second = consult_once(store, plan_record, ctx, advisor)
 
     for written in (*first, *second):
         assert isinstance(written.body, ConsultationInput)
@@ -418,7 +462,7 @@ def test_two_failed_consultations_open_the_breaker_and_the_next_plan_decides_loc
     assert local_plan.body.selected == ()
     assert "temporarily_failed" in local_plan.body.excluded[0].reason
     assert local_plan.body.local_review
-    assert asyncio.run(consult(store, "run-1", local_plan, QUESTION, ctx, deadline_s=1)) == []
+    assert consult_once(store, local_plan, ctx, advisor) == []
     assert len(server.requests) == 2  # nobody was asked
     concluded = store.record(
         "run-1",
@@ -441,7 +485,7 @@ def test_a_rate_limit_cools_the_advisor_for_the_servers_retry_after(
     _assessment, plan_record = assess_and_plan(store, ctx, "cancel the unused licences")
 
     server.mode = "rate_limited"
-    [written] = asyncio.run(consult(store, "run-1", plan_record, QUESTION, ctx, deadline_s=1))
+    [written] = consult_once(store, plan_record, ctx, advisor)
 
     assert isinstance(written.body, ConsultationInput)
     assert written.body.retry_after_seconds == 7

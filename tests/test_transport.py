@@ -24,6 +24,9 @@ import pytest
 
 from portfolio_optimiser.cli import main
 from portfolio_optimiser.config import load_config
+from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.pipeline.budget import Budget
+from portfolio_optimiser.pipeline.run import ReasoningSession, RunSettings, run_project
 from portfolio_optimiser.reasoning.availability import ConsultationStatus
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
 from portfolio_optimiser.reasoning.environment import admission_for
@@ -53,10 +56,10 @@ from portfolio_optimiser.reasoning.transport import (
     Question,
     Transport,
     consult,
-    parse_answer,
 )
 
 from .conftest import REPO
+from .pipeline_helpers import small_bundle
 
 NOW = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 TASK = "lillevik-school"
@@ -66,7 +69,6 @@ QUESTION = Question(
     subject="Shorter piles at Lillevik school",
     hypothesis="End-bearing piles can be two metres shorter.",
     evidence=(EVIDENCE,),
-    prior_opinions=(("cs-0123456789", "The soil report rules it out."),),
 )
 
 
@@ -241,7 +243,7 @@ def test_results_are_recorded_in_plan_order_when_the_second_advisor_answers_firs
 
 
 @pytest.mark.loadbearing
-def test_a_completed_consultation_keeps_the_normalised_answer_and_marks_opinions(
+def test_a_completed_consultation_keeps_the_normalised_answer_and_its_evidence(
     tmp_path: Path,
 ) -> None:
     reply = Answer(
@@ -263,8 +265,7 @@ def test_a_completed_consultation_keeps_the_normalised_answer_and_marks_opinions
     assert alpha.falsifiers == ("a load test above 1.5x",)
     assert alpha.usage == Usage(input_tokens=321, output_tokens=45)
     assert alpha.question == f"Subject: {QUESTION.subject}"
-    kinds = [e.kind for e in alpha.evidence]
-    assert kinds == [EvidenceKind.FILE, EvidenceKind.PRIOR_EXTERNAL_OPINION]
+    assert alpha.evidence == (EVIDENCE,)
 
 
 # --- failures are typed and recorded ------------------------------------------------------------
@@ -349,18 +350,63 @@ def test_a_diagnostic_carrying_a_secret_is_redacted_in_the_record(tmp_path: Path
     assert all(secret.encode() not in p.read_bytes() for p in tmp_path.rglob("*.json"))
 
 
-def test_a_missing_adapter_module_is_recorded_as_unavailable(tmp_path: Path) -> None:
-    catalogue = Catalogue(
-        (
-            _advisor("alpha", "shared-a", module="portfolio_optimiser_no_such_adapter"),
-            _advisor("gamma", "other-b"),
-        )
-    )
-    records = run_consult(tmp_path, {"gamma": Fixed(answer())}, ctx=admission(catalogue))
+def test_a_selected_advisor_without_an_exchange_is_recorded_as_unavailable(tmp_path: Path) -> None:
+    records = run_consult(tmp_path, {"gamma": Fixed(answer())})
     missing = body(records[0])
     assert missing.status is ConsultationStatus.UNAVAILABLE
-    assert missing.diagnostic and "portfolio_optimiser_no_such_adapter" in missing.diagnostic
+    assert missing.diagnostic == "no exchange was given for it"
     assert body(records[1]).status is ConsultationStatus.COMPLETED
+
+
+class NotTheAdvisors(Exception):
+    """Stands for a budget refusal: the run's limit, not the advisor's failure."""
+
+
+@pytest.mark.loadbearing
+def test_an_exception_that_is_not_the_advisors_is_recorded_as_cancelled_then_raised(
+    tmp_path: Path,
+) -> None:
+    ctx = admission()
+    store, plan = planned(tmp_path, ctx)
+    transports = {"alpha": Raising(NotTheAdvisors("over budget")), "gamma": Fixed(answer())}
+    with pytest.raises(NotTheAdvisors):
+        asyncio.run(
+            consult(
+                store,
+                TASK,
+                plan,
+                QUESTION,
+                ctx,
+                deadline_s=5,
+                transports=transports,
+                passthrough=(NotTheAdvisors,),
+            )
+        )
+    consultations = [body(r) for r in store.load().records if r.kind == "consultation"]
+    assert [(c.advisor, c.status) for c in consultations] == [
+        ("alpha", ConsultationStatus.CANCELLED),  # never counted against the advisor
+        ("gamma", ConsultationStatus.COMPLETED),
+    ]
+
+
+def test_the_forms_an_advisor_refused_are_recorded_with_the_mode_that_answered(
+    tmp_path: Path,
+) -> None:
+    refused = Answer(
+        stance=Stance.SUPPORTS,
+        conclusion="ok",
+        output_mode="json_object",
+        refused=("output_mode=json_schema",),
+        reasons=("the piles hold",),
+    )
+    records = run_consult(tmp_path, {"alpha": Fixed(refused), "gamma": Fixed(answer())})
+    first = body(records[0])
+    assert (first.output_mode, first.refused, first.reasons) == (
+        "json_object",
+        ("output_mode=json_schema",),
+        ("the piles hold",),
+    )
+    assert first.model == "test-model"
 
 
 def test_a_cancelled_consult_records_cancelled_consultations_and_goes_on_cancelling(
@@ -395,147 +441,9 @@ def test_a_cancelled_consult_records_cancelled_consultations_and_goes_on_cancell
     ]
 
 
-def test_an_adapter_whose_factory_fails_is_an_error_outcome_not_a_crash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "broken_factory_adapter.py").write_text(
-        "def transport_for(advisor):\n    raise KeyError('base_url')\n", "utf-8"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "broken_factory_adapter", raising=False)
-    catalogue = Catalogue(
-        (_advisor("alpha", "shared-a", module="broken_factory_adapter"), _advisor("gamma", "b"))
-    )
-    try:
-        records = run_consult(
-            tmp_path / "state", {"gamma": Fixed(answer())}, ctx=admission(catalogue)
-        )
-    finally:
-        sys.modules.pop("broken_factory_adapter", None)
-    assert body(records[0]).status is ConsultationStatus.ERROR
-    assert body(records[1]).status is ConsultationStatus.COMPLETED
-
-
 def test_an_exchange_that_returns_nothing_is_an_error_outcome_not_a_crash(tmp_path: Path) -> None:
     records = run_consult(tmp_path, {"alpha": Fixed(None), "gamma": Fixed(answer())})
     assert body(records[0]).status is ConsultationStatus.ERROR
-
-
-# --- parse_answer ---------------------------------------------------------------------------------
-
-
-ANSWER_JSON = {
-    "stance": "Opposes",
-    "conclusion": "The soil is too soft.",
-    "assumptions": ["the borehole is representative"],
-    "risks": "settlement",
-    "falsifiers": ["a load test above 1.5x"],
-    "confidence": "HIGH",
-}
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "Here is my answer:\n```json\n" + json.dumps(ANSWER_JSON, indent=2) + "\n```\nThanks.",
-        "```\n" + json.dumps(ANSWER_JSON) + "\n```",
-        json.dumps(ANSWER_JSON),
-        "Sure. " + json.dumps(ANSWER_JSON) + " Hope that helps.",
-    ],
-    ids=["fenced-json", "fenced-plain", "bare", "bare-in-prose"],
-)
-def test_parse_answer_reads_fenced_and_bare_json(text: str) -> None:
-    usage = Usage(input_tokens=10, output_tokens=5)
-    parsed = parse_answer("alpha", text, usage)
-    assert parsed == Answer(
-        stance=Stance.OPPOSES,
-        conclusion="The soil is too soft.",
-        assumptions=("the borehole is representative",),
-        risks=("settlement",),
-        falsifiers=("a load test above 1.5x",),
-        confidence=Confidence.HIGH,
-        usage=usage,
-    )
-
-
-@pytest.mark.parametrize(
-    ("text", "error"),
-    [
-        ("", EmptyAnswer),
-        ("   \n\t ", EmptyAnswer),
-        ("I think the piles are fine.", MalformedAnswer),
-        ("{stance: opposes, conclusion: soft}", MalformedAnswer),
-        ("[1, 2, 3]", MalformedAnswer),
-        (json.dumps({"stance": "maybe", "conclusion": "x"}), MalformedAnswer),
-        (json.dumps({"conclusion": "x"}), MalformedAnswer),
-        (json.dumps({"stance": "supports"}), EmptyAnswer),
-        (json.dumps({"stance": "supports", "conclusion": "   "}), EmptyAnswer),
-    ],
-    ids=[
-        "empty",
-        "blank",
-        "prose",
-        "not-json",
-        "not-an-object",
-        "unknown-stance",
-        "no-stance",
-        "no-conclusion",
-        "blank-conclusion",
-    ],
-)
-def test_parse_answer_raises_the_typed_error(text: str, error: type[AdvisorError]) -> None:
-    with pytest.raises(error) as caught:
-        parse_answer("alpha", text)
-    assert type(caught.value) is error
-    assert caught.value.advisor == "alpha"
-    assert caught.value.status is error.status
-
-
-def test_an_unknown_confidence_is_dropped_not_invented() -> None:
-    parsed = parse_answer("alpha", json.dumps({**ANSWER_JSON, "confidence": "certain"}))
-    assert parsed.confidence is None
-
-
-# --- the question --------------------------------------------------------------------------------
-
-
-@pytest.mark.loadbearing
-def test_the_question_marks_the_hypothesis_and_prior_answers_as_opinions() -> None:
-    text = QUESTION.text()
-    hypothesis_line = next(line for line in text.splitlines() if QUESTION.hypothesis in line)
-    assert "an opinion, not a fact" in hypothesis_line
-    prior_line = next(line for line in text.splitlines() if "The soil report rules it out" in line)
-    assert "prior_external_opinion" in prior_line and "an opinion, not a fact" in prior_line
-    assert "cs-0123456789" in prior_line
-    evidence_block = text.split("Evidence (facts you may check):", 1)[1].split("\n\n", 1)[0]
-    assert EVIDENCE.reference in evidence_block
-    assert "rules it out" not in evidence_block, "an opinion is never listed among the facts"
-
-
-@pytest.mark.loadbearing
-def test_the_question_asks_for_counter_argument_assumptions_and_a_refuting_experiment() -> None:
-    text = QUESTION.text().lower()
-    assert "strongest counter-argument" in text
-    assert "hidden assumptions" in text
-    assert "experiment that would refute" in text
-    assert "json" in text
-
-
-def test_a_question_without_evidence_or_hypothesis_says_so() -> None:
-    text = Question(subject="s", hypothesis="").text()
-    assert "- none" in text and "(none stated)" in text
-
-
-@pytest.mark.loadbearing
-def test_evidence_with_opinions_tags_prior_answers_as_prior_external_opinion() -> None:
-    evidence = QUESTION.evidence_with_opinions()
-    assert evidence[0] == EVIDENCE
-    assert evidence[1] == Evidence(
-        kind=EvidenceKind.PRIOR_EXTERNAL_OPINION,
-        reference="cs-0123456789",
-        note="The soil report rules it out.",
-    )
-    assert len(evidence) == 2
 
 
 # --- a new advisor needs nothing but its config entry and its adapter module ----------------------
@@ -543,28 +451,19 @@ def test_evidence_with_opinions_tags_prior_answers_as_prior_external_opinion() -
 PIGEON_ADAPTER = '''
 """A transport no one planned for: it exists only in this test's temporary folder."""
 
-from portfolio_optimiser.reasoning.records import Stance, Usage
-from portfolio_optimiser.reasoning.transport import Answer
+from portfolio_optimiser.pipeline.clients.scripted import ScriptedChatClient
 
 CALLS = []
 
 
-class Pigeon:
-    def __init__(self, advisor):
-        self.advisor = advisor
+def chat_client_for(advisor, *, middleware=None):
+    CALLS.append(("chat_client_for", advisor.id, advisor.options.get("loft")))
 
-    async def exchange(self, question, *, deadline_s):
-        CALLS.append(("exchange", self.advisor.id, question.subject, deadline_s))
-        return Answer(
-            stance=Stance.SUPPORTS,
-            conclusion="The message arrived: shorter piles hold.",
-            usage=Usage(input_tokens=7, output_tokens=3),
-        )
+    def fly(messages, options):
+        CALLS.append(("fly", advisor.id, options.get("max_tokens")))
+        return "The message arrived: shorter panels hold.\\nVERDICT: APPROVE"
 
-
-def transport_for(advisor):
-    CALLS.append(("transport_for", advisor.id, advisor.options.get("loft")))
-    return Pigeon(advisor)
+    return ScriptedChatClient(handler=fly, model=advisor.model, middleware=middleware)
 '''
 
 
@@ -641,29 +540,24 @@ def test_a_new_advisor_needs_no_other_edit(
         environ={"PORTFOLIO_OPTIMISER_REASONING_MODE": "standard"},
         presence=Presence(env_names=frozenset(), has_executable=lambda _name: True),
     )
-    store = Store(workspace / ".state")
-    assessment = store.record(
-        TASK,
-        AssessmentInput(
-            subject=QUESTION.subject,
-            materiality=Materiality.HIGH,
-            evidence=(EVIDENCE,),
-            capabilities=("cost_review",),
-        ),
-        ctx,
+    reasoning = ReasoningSession(Store(workspace / ".state"), ctx)
+    result = asyncio.run(
+        run_project(
+            small_bundle(tmp_path / "bundle"),
+            verdicts=VerdictStore(),
+            budget=Budget(run_tokens=50_000, call_tokens=16_000, max_rounds=20),
+            settings=RunSettings.from_config(config),
+            reasoning=reasoning,
+            run_id="r1",
+        )
     )
-    plan = store.record(TASK, PlanInput(assessment=assessment.id), ctx)
-    assert selected(plan) == ["pigeon"]
-    records = asyncio.run(consult(store, TASK, plan, QUESTION, ctx, deadline_s=5))
 
     calls = sys.modules["pigeon_adapter"].CALLS
-    assert calls == [
-        ("transport_for", "pigeon", "north"),
-        ("exchange", "pigeon", QUESTION.subject, 5),
-    ]
-    [record] = records
-    assert body(record).advisor == "pigeon"
+    assert calls[0] == ("chat_client_for", "pigeon", "north")
+    assert calls[1][:2] == ("fly", "pigeon") and 0 < calls[1][2] <= 512  # capped like any other
+    [candidate] = result.candidates
+    assert candidate.checker.outcome == "approved"
+    assert candidate.checker.advisors == ("pigeon",)
+    [record] = reasoning.store.load().of_kind("consultation")
+    assert body(record).advisor == "pigeon" and body(record).model == "homing-1"
     assert body(record).status is ConsultationStatus.COMPLETED
-    assert body(record).stance is Stance.SUPPORTS
-    assert body(record).usage == Usage(input_tokens=7, output_tokens=3)
-    assert store.load().by_id(record.id) == record

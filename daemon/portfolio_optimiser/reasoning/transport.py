@@ -1,7 +1,9 @@
 """The transport contract: how an advisor is asked, how it fails, and how its answer is recorded.
 
-Decides nothing about *whether* to ask (that is the plan). One adapter module per transport
-implements :class:`Transport`; everything above it sees only this module's types. Errors are
+Decides nothing about *whether* to ask (that is the plan). A :class:`Transport` is one exchange
+with one advisor (in the pipeline: a proposer attempt, or a maker-checker debate, each reaching
+the advisor through its adapter's chat client); everything above it sees only this module's
+types. Errors are
 typed by what the caller does next, and each carries the consultation status the breaker reads::
 
     AdvisorError (error)
@@ -20,31 +22,25 @@ through. An exception an adapter did not type is an ``error`` outcome; an except
 the advisor's doing (a budget refusal, named by the caller in ``passthrough``) is recorded as
 ``cancelled`` and then raised, so the run can stop on it.
 
-The question carries distilled evidence and marks the run's own hypothesis and any earlier
-advisor's answer as opinions (``prior_external_opinion``), never facts, and asks for the strongest
-counter-argument, the hidden assumptions and an experiment that would refute the hypothesis.
-Selected advisors are asked concurrently; results are recorded in plan order, not arrival order.
-Raw answers are not stored: only the normalised fields.
+The question names the subject and carries distilled evidence. Selected advisors are asked
+concurrently (so none hears another's answer); results are recorded in plan order, not arrival order. Raw answers are not stored:
+only the normalised fields.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import json
-import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeAlias
 
 from .availability import ConsultationStatus
-from .catalogue import Advisor, Catalogue
+from .catalogue import Catalogue
 from .policy import Confidence
 from .records import (
     ConsultationInput,
     Evidence,
-    EvidenceKind,
     Stance,
     StoredPlan,
     StoredRecord,
@@ -67,8 +63,6 @@ __all__ = [
     "UnsupportedForm",
     "consult",
     "diagnostic_of",
-    "load_transport",
-    "parse_answer",
 ]
 
 
@@ -131,36 +125,7 @@ class Question:
     subject: str
     hypothesis: str
     evidence: tuple[Evidence, ...] = ()
-    prior_opinions: tuple[tuple[str, str], ...] = ()
-    """(source, opinion) pairs from earlier advisors: handed on as opinions, never as facts."""
-
-    def evidence_with_opinions(self) -> tuple[Evidence, ...]:
-        return self.evidence + tuple(
-            Evidence(kind=EvidenceKind.PRIOR_EXTERNAL_OPINION, reference=source, note=opinion)
-            for source, opinion in self.prior_opinions
-        )
-
-    def text(self) -> str:
-        lines = [f"Subject: {self.subject}", "", "Evidence (facts you may check):"]
-        lines += [
-            f"- [{e.kind}] {e.reference}" + (f": {e.note}" if e.note else "") for e in self.evidence
-        ] or ["- none"]
-        lines += [
-            "",
-            f"The executor's hypothesis (an opinion, not a fact): {self.hypothesis or '(none stated)'}",
-        ]
-        for source, opinion in self.prior_opinions:
-            lines.append(
-                f"An earlier advisor's answer (prior_external_opinion from {source}; an opinion, not a fact): {opinion}"
-            )
-        lines += [
-            "",
-            "Give the strongest counter-argument to the hypothesis, the hidden assumptions it rests on, "
-            "and the smallest experiment that would refute it. Answer in JSON with the keys stance "
-            "(supports, opposes, alternative or inconclusive), conclusion, assumptions, risks, "
-            "falsifiers and confidence (low, medium or high).",
-        ]
-        return "\n".join(lines)
+    """The facts gathered before anyone was asked; recorded with each answer."""
 
 
 @dataclass(frozen=True)
@@ -183,71 +148,6 @@ class Transport(Protocol):
     """One advisor reached through one adapter."""
 
     async def exchange(self, question: Question, *, deadline_s: float) -> Answer: ...
-
-
-def load_transport(advisor: Advisor) -> Transport:
-    """The adapter module named by the advisor (``module``), else the package's adapter for its transport."""
-    name = (
-        advisor.module
-        or f"portfolio_optimiser.pipeline.clients.{advisor.adapter.replace('-', '_')}"
-    )
-    try:
-        module = importlib.import_module(name)
-    except ImportError as exc:
-        raise AdvisorUnavailable(
-            advisor.id, f"adapter module {name} cannot be imported ({exc})"
-        ) from None
-    factory = getattr(module, "transport_for", None)
-    if factory is None:
-        raise AdvisorUnavailable(advisor.id, f"adapter module {name} has no transport_for(advisor)")
-    transport: Transport = factory(advisor)
-    return transport
-
-
-_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-
-
-def parse_answer(advisor: str, text: str, usage: Usage | None = None) -> Answer:
-    """Normalise an advisor's text into consultation fields; typed errors when it cannot be."""
-    if not text or not text.strip():
-        raise EmptyAnswer(advisor, "the answer was empty")
-    fenced = _FENCED.search(text)
-    candidate = fenced.group(1) if fenced else text[text.find("{") : text.rfind("}") + 1]
-    try:
-        data: Any = json.loads(candidate)
-    except ValueError:
-        raise MalformedAnswer(
-            advisor, "the answer is not the JSON object that was asked for"
-        ) from None
-    if not isinstance(data, dict):
-        raise MalformedAnswer(advisor, "the answer is not a JSON object")
-    try:
-        stance = Stance(str(data.get("stance", "")).strip().lower())
-    except ValueError:
-        raise MalformedAnswer(
-            advisor,
-            f"stance {data.get('stance')!r} is not one of supports, opposes, alternative, inconclusive",
-        ) from None
-    conclusion = str(data.get("conclusion") or "").strip()
-    if not conclusion:
-        raise EmptyAnswer(advisor, "the answer has no conclusion")
-
-    def strings(key: str) -> tuple[str, ...]:
-        value = data.get(key) or ()
-        return tuple(str(v) for v in value) if isinstance(value, list) else (str(value),)
-
-    confidence = str(data.get("confidence") or "").strip().lower()
-    return Answer(
-        stance=stance,
-        conclusion=conclusion,
-        assumptions=strings("assumptions"),
-        risks=strings("risks"),
-        falsifiers=strings("falsifiers"),
-        confidence=Confidence(confidence)
-        if confidence in Confidence.__members__.values()
-        else None,
-        usage=usage or Usage(),
-    )
 
 
 Outcome: TypeAlias = tuple[Answer | None, AdvisorError | None, int, BaseException | None]
@@ -299,14 +199,14 @@ async def consult(
     ctx: Admission,
     *,
     deadline_s: float,
-    transports: Mapping[str, Transport] | None = None,
+    transports: Mapping[str, Transport],
     passthrough: tuple[type[BaseException], ...] = (),
 ) -> list[StoredRecord]:
     """Ask every advisor the plan selected, concurrently; record each result in plan order.
 
-    ``transports`` gives the exchange for an advisor (a proposer attempt, a debate); an advisor
-    without one is asked through its adapter's ``transport_for``. Raises only what
-    ``passthrough`` names (after recording every result) and ``CancelledError``.
+    ``transports`` gives the exchange for each advisor (a proposer attempt, a debate); a selected
+    advisor without one is recorded as unavailable. Raises only what ``passthrough`` names
+    (after recording every result) and ``CancelledError``.
     """
     plan = plan_record.body
     assert isinstance(plan, StoredPlan)
@@ -314,20 +214,12 @@ async def consult(
     chosen: Sequence[str] = [s.advisor for s in plan.selected]
     resolved: dict[str, Transport | AdvisorError] = {}
     for advisor_id in chosen:
-        if transports and advisor_id in transports:
+        if advisor_id in transports:
             resolved[advisor_id] = transports[advisor_id]
-            continue
-        advisor = catalogue.get(advisor_id)
-        try:
-            if advisor is None:
-                raise AdvisorUnavailable(advisor_id, "is no longer in the catalogue")
-            resolved[advisor_id] = load_transport(advisor)
-        except AdvisorError as exc:
-            resolved[advisor_id] = exc
-        except Exception as exc:  # an adapter that cannot even be built is that advisor's error
-            resolved[advisor_id] = AdvisorError(
-                advisor_id, f"its adapter failed to start: {type(exc).__name__}: {exc}"
-            )
+        elif catalogue.get(advisor_id) is None:
+            resolved[advisor_id] = AdvisorUnavailable(advisor_id, "is no longer in the catalogue")
+        else:
+            resolved[advisor_id] = AdvisorUnavailable(advisor_id, "no exchange was given for it")
 
     async def run(advisor_id: str) -> Outcome:
         target = resolved[advisor_id]
@@ -371,7 +263,7 @@ def _consultation(
     error: AdvisorError | None,
     duration_ms: int,
 ) -> ConsultationInput:
-    asked = question.text().split("\n", 1)[0]
+    asked = f"Subject: {question.subject}"
     if answer is not None:
         return ConsultationInput(
             plan=plan_id,
@@ -383,7 +275,7 @@ def _consultation(
             assumptions=answer.assumptions,
             risks=answer.risks,
             falsifiers=answer.falsifiers,
-            evidence=question.evidence_with_opinions(),
+            evidence=question.evidence,
             confidence=answer.confidence,
             usage=answer.usage,
             duration_ms=duration_ms,

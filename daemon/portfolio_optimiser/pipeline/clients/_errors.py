@@ -20,50 +20,40 @@ cause. Anything the table does not know is re-raised untouched, and every transl
 | a 400/422/500 that names response_format or a max-tokens field | UnsupportedForm (a refused request form) |
 
 An adapter whose SDK raises other classes passes them as ``extra`` entries (one small table of
-its own, loaded lazily too). ``ChatTransport`` is the one exchange all chat-client adapters run:
-the deadline, the empty answer and the parse into an :class:`Answer` happen here, once.
+its own, loaded lazily too; ``sdk_errors()`` in its module).
 
 Never reads a credential and never retries: a failure is reported once, as it happened.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import email.utils
 import importlib
-import inspect
 import json
 import re
 import ssl
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Final, Literal, TypeAlias
 
-from agent_framework import Message, SupportsChatGetResponse
 from agent_framework.exceptions import AgentFrameworkException
 
 from portfolio_optimiser.reasoning.catalogue import Advisor
-from portfolio_optimiser.reasoning.records import Usage
 from portfolio_optimiser.reasoning.transport import (
     AdvisorAuthFailed,
     AdvisorError,
     AdvisorRateLimited,
     AdvisorTimeout,
     AdvisorUnavailable,
-    Answer,
-    EmptyAnswer,
     MalformedAnswer,
-    Question,
     UnsupportedForm,
-    parse_answer,
 )
 
 __all__ = [
     "BY_STATUS",
-    "ChatTransport",
     "ErrorTable",
     "ExtraErrors",
     "map_sdk_errors",
@@ -257,65 +247,6 @@ def timeout_s(advisor: Advisor) -> float:
     """The client's own per-request timeout: ``options.timeout_seconds``, else 60 s."""
     value = advisor.options.get("timeout_seconds")
     return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_TIMEOUT_S
-
-
-async def _release(client: object) -> None:
-    """Close the SDK client a MAF chat client holds (``.client``), if it can be closed."""
-    close = getattr(getattr(client, "client", None), "close", None)
-    if not callable(close):
-        return
-    with contextlib.suppress(Exception):
-        result = close()
-        if inspect.isawaitable(result):
-            await result
-
-
-class ChatTransport:
-    """An advisor reached through a MAF chat client, built afresh for every exchange.
-
-    A fresh client per exchange keeps no connection across event loops and closes what it opened.
-    """
-
-    def __init__(
-        self,
-        advisor: Advisor,
-        build: Callable[[], SupportsChatGetResponse[Any]],
-        *,
-        errors: ExtraErrors = None,
-    ) -> None:
-        self.advisor = advisor
-        self.build = build
-        self.errors = errors
-
-    async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
-        advisor_id = self.advisor.id
-        with map_sdk_errors(advisor_id, self.errors):
-            client = self.build()
-            try:
-                response = await asyncio.wait_for(
-                    client.get_response(_user(question.text())), timeout=deadline_s
-                )
-            except TimeoutError:
-                raise AdvisorTimeout(advisor_id, f"no answer within {deadline_s:g} s") from None
-            finally:
-                await _release(client)
-        text = response.text or ""
-        if not text.strip():
-            reason = response.finish_reason or "none given"
-            raise EmptyAnswer(advisor_id, f"the model returned no text (finish reason: {reason})")
-        usage = response.usage_details or {}
-        return parse_answer(
-            advisor_id,
-            text,
-            Usage(
-                input_tokens=int(usage.get("input_token_count") or 0),
-                output_tokens=int(usage.get("output_token_count") or 0),
-            ),
-        )
-
-
-def _user(text: str) -> Sequence[Message]:
-    return [Message(role="user", contents=[text])]
 
 
 @cache

@@ -25,10 +25,10 @@ from agent_framework.openai import OpenAIChatCompletionClient
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
-from ._errors import ChatTransport, http_client, timeout_s
+from ._errors import http_client, timeout_s
 from .openai_compatible import cap_options  # the same API, the same fields
 
-__all__ = ["DEFAULT_API_VERSION", "cap_options", "chat_client_for", "transport_for"]
+__all__ = ["DEFAULT_API_VERSION", "cap_options", "chat_client_for"]
 
 DEFAULT_API_VERSION: Final = "2024-12-01-preview"
 """agent-framework-openai 1.17's default chat-completions API version for Azure."""
@@ -77,9 +77,3 @@ def chat_client_for(
         async_client=sdk,
         middleware=middleware,
     )
-
-
-def transport_for(advisor: Advisor) -> ChatTransport:
-    _required(advisor, "endpoint_env", "AZURE_OPENAI_ENDPOINT")
-    _required(advisor, "api_key_env", "AZURE_OPENAI_API_KEY")
-    return ChatTransport(advisor, lambda: chat_client_for(advisor))

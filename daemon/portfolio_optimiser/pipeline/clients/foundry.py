@@ -20,9 +20,9 @@ from agent_framework import ChatAndFunctionMiddlewareTypes
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
-from ._errors import ChatTransport, optional_attr
+from ._errors import optional_attr
 
-__all__ = ["INSTALL", "chat_client_for", "transport_for"]
+__all__ = ["INSTALL", "chat_client_for"]
 
 INSTALL: Final = "agent-framework-foundry azure-identity"
 
@@ -51,11 +51,3 @@ def chat_client_for(
         credential=credential_class(),
         middleware=middleware,
     )
-
-
-def transport_for(advisor: Advisor) -> ChatTransport:
-    _endpoint(advisor)
-    optional_attr(
-        "agent_framework.foundry", "FoundryChatClient", advisor_id=advisor.id, install=INSTALL
-    )
-    return ChatTransport(advisor, lambda: chat_client_for(advisor))

@@ -26,9 +26,9 @@ from agent_framework import ChatAndFunctionMiddlewareTypes
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorTimeout, AdvisorUnavailable
 
-from ._errors import BY_STATUS, ChatTransport, ErrorTable, optional_attr, timeout_s
+from ._errors import BY_STATUS, ErrorTable, optional_attr, timeout_s
 
-__all__ = ["INSTALL", "chat_client_for", "sdk_errors", "transport_for"]
+__all__ = ["INSTALL", "chat_client_for", "sdk_errors"]
 
 INSTALL: Final = "agent-framework-ollama"
 
@@ -62,10 +62,3 @@ def sdk_errors() -> ErrorTable:
         httpx.TimeoutException: AdvisorTimeout,
         httpx.TransportError: AdvisorUnavailable,
     }
-
-
-def transport_for(advisor: Advisor) -> ChatTransport:
-    optional_attr(
-        "agent_framework.ollama", "OllamaChatClient", advisor_id=advisor.id, install=INSTALL
-    )
-    return ChatTransport(advisor, lambda: chat_client_for(advisor), errors=sdk_errors)

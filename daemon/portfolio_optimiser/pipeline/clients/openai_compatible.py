@@ -33,9 +33,9 @@ from agent_framework.openai import OpenAIChatCompletionClient
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
-from ._errors import ChatTransport, http_client, timeout_s
+from ._errors import http_client, timeout_s
 
-__all__ = ["cap_options", "chat_client_for", "transport_for"]
+__all__ = ["cap_options", "chat_client_for"]
 
 NO_KEY: Final = "not-needed"
 
@@ -83,8 +83,3 @@ def cap_options(cap: int, field: str) -> dict[str, Any]:
     if field == "max_tokens":
         return {"extra_body": {"max_tokens": cap}}
     return {"max_tokens": cap, "extra_body": {"max_tokens": cap}}
-
-
-def transport_for(advisor: Advisor) -> ChatTransport:
-    _base_url(advisor)  # a missing URL is reported now, as the advisor being unavailable
-    return ChatTransport(advisor, lambda: chat_client_for(advisor))

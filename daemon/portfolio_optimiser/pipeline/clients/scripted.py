@@ -1,4 +1,4 @@
-"""A deterministic chat client built on MAF's layered base: middleware and tools run as they do on
+"""Adapter ``scripted``, and the deterministic chat client built on MAF's layered base: middleware and tools run as they do on
 the real clients (a bare ``BaseChatClient`` silently drops both), and every call reports usage.
 
 Tests, ``demo`` and the simulation drive the real pipeline with it. A *handler* sees the messages
@@ -9,7 +9,6 @@ reply: text, or a ready ``ChatResponse`` (for tool calls or structured output).
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
@@ -28,10 +27,8 @@ from agent_framework import (
 from agent_framework.observability import ChatTelemetryLayer
 
 from portfolio_optimiser.reasoning.catalogue import Advisor
-from portfolio_optimiser.reasoning.records import Usage
-from portfolio_optimiser.reasoning.transport import Answer, Question, parse_answer
 
-__all__ = ["ChatHandler", "ScriptedChatClient", "estimate_tokens", "reply", "transport_for"]
+__all__ = ["ChatHandler", "ScriptedChatClient", "chat_client_for", "estimate_tokens", "reply"]
 
 Reply: TypeAlias = "str | ChatResponse[Any]"
 ChatHandler: TypeAlias = Callable[[list[Message], Mapping[str, Any]], "Reply | Awaitable[Reply]"]
@@ -141,37 +138,5 @@ def chat_client_for(
 
 
 def _default_handler(messages: list[Message], options: Mapping[str, Any]) -> str:
-    return json.dumps(
-        {
-            "stance": "inconclusive",
-            "conclusion": "scripted advisor: no independent judgement was made",
-            "assumptions": [],
-            "risks": [],
-            "falsifiers": [],
-            "confidence": "low",
-        }
-    )
-
-
-class _ScriptedTransport:
-    def __init__(self, advisor: Advisor, client: ScriptedChatClient) -> None:
-        self.advisor = advisor
-        self.client = client
-
-    async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
-        response = await self.client.get_response(
-            [Message(role="user", contents=[question.text()])]
-        )
-        usage = response.usage_details or {}
-        return parse_answer(
-            self.advisor.id,
-            response.text or "",
-            Usage(
-                input_tokens=int(usage.get("input_token_count") or 0),
-                output_tokens=int(usage.get("output_token_count") or 0),
-            ),
-        )
-
-
-def transport_for(advisor: Advisor, *, handler: ChatHandler | None = None) -> _ScriptedTransport:
-    return _ScriptedTransport(advisor, chat_client_for(advisor, handler=handler))
+    # No VERDICT line and no proposal: a scripted advisor never pretends to have judged.
+    return "scripted advisor: no independent judgement was made"

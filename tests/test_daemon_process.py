@@ -501,6 +501,37 @@ def test_doctor_passes_on_a_fresh_workspace_and_prints_its_checklist(tmp_path: P
     assert "all checks passed" in out
 
 
+def test_doctor_probes_each_admitted_advisor_and_says_what_a_run_will_meet(
+    tmp_path: Path,
+) -> None:
+    from .fakes.llm_server import FakeLLMServer
+
+    ws = make_workspace(tmp_path / "ws")
+    config = ws / "config" / "portfolio-optimiser.toml"
+    text = config.read_text("utf-8")
+    text = text[: text.index("[[advisors]]")] + text[text.index("[data_source]") :]
+    with FakeLLMServer() as gone:
+        dead_url = gone.base_url  # stopped when the block ends: nothing listens there after
+    with FakeLLMServer(mode="refuses_json_schema") as server:
+        for name, url in (("fake", server.base_url), ("dead", dead_url)):
+            text += (
+                f'\n[[advisors]]\nid = "{name}"\nname = "{name}"\nadapter = "openai-compatible"\n'
+                'provider = "self-hosted"\nmodel = "fake-model"\nlocal = true\n'
+                'capabilities = ["propose"]\n'
+                f'options = {{ base_url = "{url}", timeout_seconds = 2 }}\n'
+            )
+        config.write_text(text, "utf-8")
+        result = run_cli("doctor", ws, env={"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"})
+    out = result.stdout
+    assert result.returncode == 1, out  # the dead advisor is a thing to fix
+    assert (
+        "ok   advisor fake: reachable, model fake-model listed; structured output json_object "
+        "(output_mode=json_schema refused)"
+    ) in out, out
+    assert "FIX  advisor dead: not reachable (unavailable:" in out, out
+    assert "PORTFOLIO_OPTIMISER_ADVISORS_DISABLE=dead" in out
+
+
 def test_once_on_an_empty_inbox_exits_0(tmp_path: Path) -> None:
     ws = make_workspace(tmp_path / "ws")
     result = run_cli("once", ws)

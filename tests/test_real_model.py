@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,16 @@ from typing import Any
 import pytest
 
 from .daemon_helpers import (
+    Processes,
     copy_example,
     ledger_items,
     make_workspace,
     run_cli,
+    wait_for,
 )
 from .fakes.recording_proxy import RecordingProxy
 from .llama_server import MODEL_ALIAS, LlamaServer, require_local_model
+from .pipeline_helpers import small_bundle
 
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(900)]
 
@@ -215,3 +219,143 @@ def test_with_the_server_stopped_once_exits_0_and_the_run_says_it_was_local(
     advisors = json.loads(run_cli("advisors", ws, "--json", env=MODEL_ENV).stdout)
     [state] = [a for a in advisors["advisors"] if a["id"] == ADVISOR]
     assert state["status"] == "temporarily_failed", state
+
+
+# -- failure modes of a real server, one small bundle each -------------------------------------
+
+
+def depot(ws: Path, name: str, *, saving: int = 144000) -> Path:
+    """A small bundle with its own project id, dropped by rename (it arrives whole)."""
+    staging = ws / ".staging"
+    staging.mkdir(exist_ok=True)
+    bundle = small_bundle(staging / name, project_id=name)
+    cut = bundle / "k" / "k-01.md"
+    cut.write_text(cut.read_text().replace("144000", str(saving)))
+    target = ws / "inbox" / "projects" / name
+    bundle.rename(target)
+    return target
+
+
+def test_a_server_killed_mid_run_ends_as_recorded_outcomes_and_the_restarted_one_is_heard(
+    tmp_path: Path, llama: LlamaServer
+) -> None:
+    server = LlamaServer(llama.model, tmp_path).start()
+    try:
+        ws = make_workspace(tmp_path / "ws")
+        model_config(ws, server.base_url, options={"timeout_seconds": 30})
+        depot(ws, "depot-a")
+        processes = Processes(tmp_path / "proc")
+        try:
+            running = processes.start("once", ws, env=MODEL_ENV)
+            wait_for(lambda: (ws / ".state" / "reasoning").is_dir(), 60, what="the run's records")
+            time.sleep(2)  # the proposer's call is under way: a 135M model takes seconds
+            server.kill()
+            done = running.completed(300)
+        finally:
+            processes.close()
+        assert done.returncode == 0, done.stderr[-2000:]
+        statuses = [c["status"] for c in consultations(ws)]
+        assert set(statuses) <= {"completed", "unavailable", "timeout"}, statuses
+        assert {"unavailable", "timeout"} & set(statuses), statuses
+        assert accepted(ws, "depot-a"), "the planner's item survives the dead server"
+
+        server.start()
+        depot(ws, "depot-b", saving=120000)
+        cooled = {**MODEL_ENV, "PORTFOLIO_OPTIMISER_REASONING_COOLDOWN_SECONDS": "0"}
+        again = run_cli("once", ws, env=cooled, timeout_s=300)
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert provenance(ws, "depot-b")["proposer"] == ADVISOR  # heard again after the restart
+        advisors = json.loads(run_cli("advisors", ws, "--json", env=cooled).stdout)
+        [state] = [a for a in advisors["advisors"] if a["id"] == ADVISOR]
+        assert state["status"] == "available" and not state["recovering"], state
+    finally:
+        server.stop()
+
+
+def test_a_server_that_ignores_the_cap_field_is_held_to_the_cap(
+    tmp_path: Path, llama: LlamaServer
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    # llama-cpp-python's server ignores max_completion_tokens: told to send only that field, the
+    # product sees answers past the cap, and records them as the server's fault.
+    model_config(
+        ws,
+        llama.base_url,
+        options={"output_cap_field": "max_completion_tokens", "timeout_seconds": 60},
+        propose_output_tokens=4,
+        check_output_tokens=4,
+    )
+    depot(ws, "depot-c")
+    done = run_cli("once", ws, env=MODEL_ENV, timeout_s=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    over = [c for c in consultations(ws) if "ignores the cap field" in (c["diagnostic"] or "")]
+    assert over and all(c["status"] == "error" for c in over)
+    assert accepted(ws, "depot-c")
+
+
+def test_whatever_the_model_answers_in_prompt_mode_ends_as_a_recorded_outcome(
+    tmp_path: Path, llama: LlamaServer
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    model_config(ws, llama.base_url, options={"structured_output": "prompt"})
+    depot(ws, "depot-d")
+    done = run_cli("once", ws, env=MODEL_ENV, timeout_s=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    proposer = [c for c in consultations(ws) if c["question"].startswith("Subject: savings in")]
+    assert proposer and {c["status"] for c in proposer} <= {"completed", "malformed", "empty"}
+    for candidate in proposals(ws, "depot-d")["candidates"]:
+        assert candidate["validator"]["outcome"] in {"accepted", "rejected"}
+    assert any(c["origin"] == "measure-option:k-01" for c in proposals(ws, "depot-d")["candidates"])
+
+
+# -- the daemon under a flapping server --------------------------------------------------------
+
+
+@pytest.mark.loadbearing
+def test_the_daemon_stays_up_through_a_flapping_server_and_every_bundle_ends_done(
+    tmp_path: Path, llama: LlamaServer
+) -> None:
+    server = LlamaServer(llama.model, tmp_path).start()
+    ws = make_workspace(tmp_path / "ws")
+    model_config(ws, server.base_url, options={"timeout_seconds": 30})
+    env = {**MODEL_ENV, "PORTFOLIO_OPTIMISER_REASONING_COOLDOWN_SECONDS": "4"}
+    processes = Processes(tmp_path / "proc")
+
+    def done_count() -> int:
+        return sum(1 for item in ledger_items(ws, "bundle") if item.state == "done")
+
+    def status() -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(run_cli("status", ws, "--json", env=env).stdout)
+        [state] = [a for a in data["advisors"]["states"] if a["id"] == ADVISOR]
+        return state
+
+    try:
+        daemon = processes.start("run", ws, env=env)
+        depot(ws, "flap-1")
+        wait_for(lambda: done_count() == 1, 240, interval_s=0.5, what="flap-1 done (server up)")
+        server.kill()
+        depot(ws, "flap-2", saving=130000)
+        wait_for(lambda: done_count() == 2, 240, interval_s=0.5, what="flap-2 done (server down)")
+        depot(ws, "flap-3", saving=125000)
+        wait_for(lambda: done_count() == 3, 240, interval_s=0.5, what="flap-3 done (server down)")
+        opened = status()
+        assert opened["status"] == "temporarily_failed", opened  # the breaker is open
+        server.start()
+        time.sleep(4.5)  # the cooldown passes: the next answer tests the circuit
+        assert status()["recovering"]
+        depot(ws, "flap-4", saving=110000)
+        wait_for(lambda: done_count() == 4, 240, interval_s=0.5, what="flap-4 done (server back)")
+        closed = status()
+        assert closed["status"] == "available" and not closed["recovering"], closed
+        server.kill()
+        depot(ws, "flap-5", saving=105000)
+        wait_for(lambda: done_count() == 5, 240, interval_s=0.5, what="flap-5 done (down again)")
+        assert daemon.popen.poll() is None, "the daemon exited"
+        daemon.popen.terminate()
+        assert daemon.wait(30) == 0
+    finally:
+        processes.close()
+        server.stop()
+    assert list((ws / ".state" / "claimed").iterdir()) == []
+    assert provenance(ws, "flap-4")["proposer"] == ADVISOR
+    assert provenance(ws, "flap-2")["ran_locally"]

@@ -1,6 +1,6 @@
 """A loopback fake of an OpenAI-compatible ``/v1/chat/completions`` server, for real-client tests.
 
-Binds ``127.0.0.1`` on a random port, serves each request on a daemon thread and records every
+Binds ``127.0.0.1`` on a random port, lists one model (``GET …/models``: ``fake-model``), serves each request on a daemon thread and records every
 request (method, path with its query, headers and JSON body). Any path ending in
 ``/chat/completions`` is served, so Azure's ``/openai/deployments/<name>/chat/completions`` is too;
 anything else (``/v1/responses``, say) is a 404. What it answers is chosen by ``mode``, settable at any time:
@@ -240,6 +240,11 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     "GET", self.path, None, {k.lower(): v for k, v in self.headers.items()}
                 )
             )
+            if self.path.split("?", 1)[0].rstrip("/").endswith("/models"):
+                self._json(
+                    200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+                )
+                return
             self._json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
 
         def do_POST(self) -> None:

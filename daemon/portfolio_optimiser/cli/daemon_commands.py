@@ -8,6 +8,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from portfolio_optimiser.config import ConfigError
 
@@ -189,5 +190,34 @@ def doctor(args: argparse.Namespace) -> int:
     say(
         f"  info advisors: {len(available)} of {len(states)} available ({', '.join(available) or 'none: runs review locally'})"
     )
+    for probe in _probe_advisors(config, workspace, available):
+        check(
+            probe.reachable,
+            f"advisor {probe.advisor}: {probe.said}",
+            f"advisor {probe.advisor}: {probe.said}",
+        )
     say("all checks passed" if not problems else f"{problems} thing(s) to fix")
     return 0 if not problems else 1
+
+
+def _probe_advisors(config: Any, workspace: Any, available: list[str]) -> list[Any]:
+    """One probe per advisor the mode admits, concurrently; each says what the next run meets."""
+    import asyncio
+
+    from portfolio_optimiser.pipeline.probe import probe_advisor
+    from portfolio_optimiser.reasoning.catalogue import catalogue_from_config
+    from portfolio_optimiser.reasoning.negotiation import refused_by
+    from portfolio_optimiser.reasoning.store import Store
+
+    catalogue = catalogue_from_config(config.advisors)
+    records = Store(workspace.state).load().records
+    chosen = [a for a in catalogue.advisors if a.id in available]
+
+    async def all_of() -> list[Any]:
+        return list(
+            await asyncio.gather(
+                *(probe_advisor(a, refused=refused_by(records, a.id)) for a in chosen)
+            )
+        )
+
+    return asyncio.run(all_of()) if chosen else []

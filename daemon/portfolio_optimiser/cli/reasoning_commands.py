@@ -222,7 +222,19 @@ def status(args: argparse.Namespace) -> int:
                 "daemon": daemon,
                 "inbox": inbox,
                 "mode": str(ctx.mode.mode),
-                "advisors": {"declared": len(states), "available": available},
+                "advisors": {
+                    "declared": len(states),
+                    "available": available,
+                    "states": [
+                        {
+                            "id": s.advisor,
+                            "status": str(s.status),
+                            "reason": s.reason,
+                            "recovering": s.recovering,
+                        }
+                        for s in states
+                    ],
+                },
                 "spend": ledger,
                 "tasks": [s.to_json() for s in statuses],
                 "unreadable_records": [list(u) for u in loaded.unreadable],
@@ -241,6 +253,11 @@ def status(args: argparse.Namespace) -> int:
     for name, reason in daemon["waiting"].items():
         say(f"  {name}: {reason}")
     say(f"reasoning mode {ctx.mode.mode}; {available} of {len(states)} advisors available")
+    for state in states:
+        # The breaker's word on an advisor that has been failing: why it is out, and until when.
+        if state.circuit is not None:
+            word = "recovering" if state.recovering else str(state.status)
+            say(f"  advisor {state.advisor}: {word} — {state.reason}")
     say(
         f"spend: {ledger['spent_tokens']} of {ledger['portfolio_tokens']} portfolio tokens used "
         f"over {ledger['runs']} run(s); {ledger['remaining_tokens']} left"

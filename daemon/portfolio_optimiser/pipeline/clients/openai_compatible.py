@@ -35,7 +35,7 @@ from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
 from ._errors import http_client, timeout_s
 
-__all__ = ["cap_options", "chat_client_for"]
+__all__ = ["cap_options", "chat_client_for", "list_models"]
 
 NO_KEY: Final = "not-needed"
 
@@ -83,3 +83,18 @@ def cap_options(cap: int, field: str) -> dict[str, Any]:
     if field == "max_tokens":
         return {"extra_body": {"max_tokens": cap}}
     return {"max_tokens": cap, "extra_body": {"max_tokens": cap}}
+
+
+async def list_models(advisor: Advisor) -> list[str]:
+    """The model ids the server lists (``GET /models``): ``doctor`` checks the advisor's is there."""
+    from openai import AsyncOpenAI
+
+    async with AsyncOpenAI(
+        base_url=_base_url(advisor),
+        api_key=_api_key(advisor),
+        max_retries=0,
+        timeout=timeout_s(advisor),
+        http_client=http_client(advisor),
+    ) as sdk:
+        page = await sdk.models.list()
+        return [model.id for model in page.data]

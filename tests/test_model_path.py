@@ -142,6 +142,34 @@ def test_a_failing_proposer_leaves_the_run_with_the_local_rules_candidates(
     assert [str(c.status) for c in consultations(reasoning, "check")] == ["completed"]
 
 
+def test_a_run_closes_the_clients_it_opened(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[Any] = []
+
+    def keep(adv: Advisor, middleware: Any) -> Any:
+        client = default_client_factory(adv, middleware)
+        opened.append(client)
+        return client
+
+    servers[0].mode = "slow"  # the proposer's call is cut off by the deadline: it must close too
+    reasoning = reasoning_for(tmp_path, servers)
+    small_bundle(tmp_path / "bundle-r1")
+    asyncio.run(
+        run_project(
+            tmp_path / "bundle-r1",
+            verdicts=VerdictStore(),
+            budget=budget(),
+            settings=settings(consult_deadline_s=0.5, max_attempts=1),
+            reasoning=reasoning,
+            run_id="r1",
+            client_factory=keep,
+        )
+    )
+    assert len(opened) == 2
+    assert all(client.client.is_closed() for client in opened)
+
+
 def test_a_proposer_that_refuses_the_connection_is_unavailable_and_the_run_goes_on(
     tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
 ) -> None:

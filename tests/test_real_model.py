@@ -66,13 +66,14 @@ def model_config(
     for key, value in settings.items():
         text, count = re.subn(rf"(?m)^{key} = \S+", f"{key} = {value}", text)
         assert count == 1, key
-    extra = "".join(f", {k} = {json.dumps(v)}" for k, v in (options or {}).items())
+    merged = {"base_url": base_url, "timeout_seconds": 120, **(options or {})}
+    inline = ", ".join(f"{k} = {json.dumps(v)}" for k, v in merged.items())
     text += (
         "\n[[advisors]]\n"
         f'id = "{ADVISOR}"\nname = "SmolLM2 on llama-cpp-python"\nadapter = "openai-compatible"\n'
         f'provider = "self-hosted"\nmodel = "{MODEL_ALIAS}"\nlocal = true\n'
         'capabilities = ["propose", "cost_review", "independent_reasoning"]\n'
-        f'options = {{ base_url = "{base_url}", timeout_seconds = 120{extra} }}\n'
+        f"options = {{ {inline} }}\n"
     )
     (workspace / "config" / "portfolio-optimiser.toml").write_text(text, "utf-8")
 

@@ -7,10 +7,11 @@ leaves 127.0.0.1 and no credential is read.
 
 | measure | how |
 |---|---|
-| overhead | one project run (5 model calls) with the model answering in 200 ms; overhead is wall time minus the time the fakes spent waiting, over wall time |
+| per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent waiting, per model call |
+| calls per candidate | model calls over candidates in the same runs; the checker approves on its first turn |
 | throughput | N copies of the bundle (distinct project ids) through ``run_portfolio`` at concurrency 4 and at 1, each pass on a fresh reasoning store |
 | prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |
-| reuse | the same project run twice on one reasoning store; the second run's consultations and checker requests |
+| reuse | the same project run twice on one reasoning store; the second run's checker consultations and requests |
 
 ``--quick`` shrinks the throughput and reuse passes (6 projects, a 50 ms model) and runs one warm
 overhead run instead of three; only the speedup target is relaxed (≥ 2×). The overhead measure
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
 import tempfile
 import threading
@@ -55,7 +55,9 @@ __all__ = ["FULL", "QUICK", "Row", "Scale", "main", "run_benchmark"]
 CONTEXT_CHARS: Final = 24_000
 MODEL_DELAY_S: Final = 0.2
 """The target's model: every answer takes 200 ms."""
-OVERHEAD_TARGET: Final = 0.05
+PER_CALL_TARGET_MS: Final = 10.0
+"""Our own time per model call: (wall − model time) / calls."""
+CALLS_PER_CANDIDATE_TARGET: Final = 2.0
 PROMPT_TARGET: Final = 0.25
 CONCURRENCY: Final = 4
 NOW: Final = datetime(2026, 11, 30, 12, tzinfo=UTC)
@@ -94,6 +96,11 @@ def _measure_file(measure_id: str) -> str:
     return f"kuttliste/{measure_id}.md"
 
 
+ADDITIONS: Final = (
+    # title, measure type, code, saving (NOK): measures the kuttliste does not list
+    ("Reuse excavated masses on site", "reuse", "02.1", 450_000),
+    ("Hollow-core slabs instead of cast in place", "prefabrication", "02.5", 380_000),
+)
 PROPOSAL: Final = json.dumps(
     {
         "candidates": [
@@ -102,17 +109,15 @@ PROPOSAL: Final = json.dumps(
                 "affected_codes": [code],
                 "measure_type": kind,
                 "claimed_saving_nok": saving,
-                "quantity": quantity,
-                "unit": "m2",
-                "unit_price_nok": price,
-                "rationale": f"the kuttliste item {mid}",
-                "evidence": [_measure_file(mid), _cost_file(code)],
+                "rationale": f"a measure the kuttliste does not name, on {code}",
+                "evidence": [_cost_file(code)],
             }
-            for mid, title, kind, code, saving, quantity, price in MEASURES
+            for title, kind, code, saving in ADDITIONS
         ]
     }
 )
-"""The proposer's every answer: the two kuttliste items, which pass the validator."""
+"""The proposer's every answer: two additions to the kuttliste, which pass the validator."""
+CANDIDATES: Final = len(MEASURES) + len(ADDITIONS)
 APPROVAL: Final = "The figures were recomputed and nothing is counted twice.\nVERDICT: APPROVE"
 
 
@@ -316,7 +321,7 @@ def _approved(result: RunResult) -> int:
     return sum(1 for c in result.candidates if c.checker.outcome == "approved")
 
 
-async def measure_overhead(models: Models, work: Path, scale: Scale) -> Row:
+async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row]:
     models.set_delay(MODEL_DELAY_S)
     bundle = write_project_bundle(work / "overhead" / "bundle", "bench-overhead")
     # The first run pays for imports and first-use set-up; it is reported, not judged.
@@ -327,23 +332,35 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> Row:
     ]
     wall = sum(w for w, _m, _n, _r in warm)
     model = sum(m for _w, m, _n, _r in warm)
-    calls = statistics.median(n for _w, _m, n, _r in warm)
-    consulted = all(_approved(r) == len(MEASURES) for _w, _m, _n, r in warm)
-    share = (wall - model) / wall
-    per_run = (wall - model) / len(warm)
+    calls = sum(n for _w, _m, n, _r in warm)
+    candidates = sum(len(r.candidates) for _w, _m, _n, r in warm)
+    consulted = all(_approved(r) == CANDIDATES for _w, _m, _n, r in warm)
+    per_call_ms = (wall - model) / calls * 1000
+    cold_per_call = (cold[0] - cold[1]) / max(1, cold[2]) * 1000
     measured = (
-        f"{share:.1%} ({per_run * 1000:.0f} ms of {wall / len(warm) * 1000:.0f} ms a run; "
-        f"{calls:g} model calls a run; mean of {len(warm)} warm run(s); cold first run "
-        f"{(cold[0] - cold[1]) / cold[0]:.1%})"
+        f"{per_call_ms:.1f} ms a call ({(wall - model) / len(warm) * 1000:.0f} ms of "
+        f"{wall / len(warm) * 1000:.0f} ms a run, {(wall - model) / wall:.1%}; {calls / len(warm):g} "
+        f"calls a run; mean of {len(warm)} warm run(s); cold first run {cold_per_call:.0f} ms a call)"
     )
     if not consulted:
         measured += "; a run did not reach the checker"
-    return Row(
-        f"pipeline overhead, model answering in {MODEL_DELAY_S * 1000:.0f} ms",
-        f"≤ {OVERHEAD_TARGET:.0%} of wall time",
-        measured,
-        consulted and share <= OVERHEAD_TARGET,
-    )
+    per_candidate = calls / candidates
+    return [
+        Row(
+            f"our own time per model call, model answering in {MODEL_DELAY_S * 1000:.0f} ms",
+            f"≤ {PER_CALL_TARGET_MS:g} ms",
+            measured,
+            consulted and per_call_ms <= PER_CALL_TARGET_MS,
+        ),
+        Row(
+            "model calls per candidate, checker approving on its first turn",
+            f"≤ {CALLS_PER_CANDIDATE_TARGET:g}",
+            f"{per_candidate:.2f} ({calls / len(warm):g} calls for {candidates / len(warm):g} "
+            f"candidates a run: 1 proposer call, 1 checker call each; the maker opens with the "
+            "proposal itself, no call)",
+            consulted and per_candidate <= CALLS_PER_CANDIDATE_TARGET,
+        ),
+    ]
 
 
 async def _timed_run(
@@ -392,7 +409,7 @@ async def measure_throughput(models: Models, work: Path, scale: Scale) -> Row:
         models, bundles, work / "state-concurrent", CONCURRENCY
     )
     speedup = serial / parallel
-    expected = scale.projects * len(MEASURES)
+    expected = scale.projects * CANDIDATES
     complete = serial_ok == expected and parallel_ok == expected
     measured = (
         f"{speedup:.2f}× (serial {serial:.2f} s, concurrency {CONCURRENCY} {parallel:.2f} s; "
@@ -436,20 +453,24 @@ async def measure_reuse(models: Models, work: Path, scale: Scale) -> Row:
     second = await _one_run(models, bundle, state, "reuse-2")
     checker_calls = len(models.checker.requests) - checker_before
     loaded = Store(state).load()
+    # A re-run asks the proposer again (its answer is this run's, never a standing conclusion);
+    # what must not be asked again is the checker, about the candidates it already concluded.
     consultations = [
-        r for r in loaded.of_kind("consultation") if isinstance(r.body, ConsultationInput)
+        r
+        for r in loaded.of_kind("consultation")
+        if isinstance(r.body, ConsultationInput) and r.body.advisor == "bench-checker"
     ]
     first_n = sum(1 for r in consultations if r.task == first.task)
     second_n = sum(1 for r in consultations if r.task == second.task)
     reused = sum(1 for c in second.candidates if c.plan_outcome == "reuse_prior")
     ok = first_n > 0 and second_n == 0 and checker_calls == 0 and reused == len(second.candidates)
     measured = (
-        f"{second_n} consultations, {checker_calls} checker requests in run 2 "
+        f"{second_n} checker consultations, {checker_calls} checker requests in run 2 "
         f"({reused} of {len(second.candidates)} candidates reused; run 1 consulted {first_n} times)"
     )
     return Row(
         "re-run of an unchanged project",
-        "consults nobody (0 consultations, 0 checker requests)",
+        "consults no checker (0 checker consultations, 0 checker requests)",
         measured,
         ok,
     )
@@ -463,7 +484,7 @@ async def run_benchmark(scale: Scale) -> list[Row]:
     ):
         work = Path(tmp)
         models = Models(proposer, checker)
-        rows = [await measure_overhead(models, work, scale)]
+        rows = await measure_overhead(models, work, scale)
         rows.append(await measure_throughput(models, work, scale))
         rows.append(measure_prompt(work, scale))
         rows.append(await measure_reuse(models, work, scale))

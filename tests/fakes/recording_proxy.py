@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +25,8 @@ class RecordingProxy:
         self.upstream = upstream.rstrip("/")
         """The real server's base, e.g. ``http://127.0.0.1:PORT`` (no ``/v1``)."""
         self.bodies: list[bytes] = []
+        self.upstream_s = 0.0
+        """Seconds spent waiting on the real server for POSTs: its own time, seen from outside."""
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -81,6 +84,7 @@ def _handler(proxy: RecordingProxy) -> type[BaseHTTPRequestHandler]:
                 method=self.command,
                 headers={"Content-Type": self.headers.get("Content-Type", "application/json")},
             )
+            started = time.perf_counter()
             try:
                 with urllib.request.urlopen(request, timeout=300) as answer:
                     status, payload, kind = answer.status, answer.read(), answer.headers
@@ -89,6 +93,10 @@ def _handler(proxy: RecordingProxy) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 self.send_error(502, "upstream unreachable")
                 return
+            finally:
+                if body is not None:
+                    with proxy._lock:
+                        proxy.upstream_s += time.perf_counter() - started
             self.send_response(status)
             self.send_header("Content-Type", kind.get("Content-Type", "application/json"))
             self.send_header("Content-Length", str(len(payload)))

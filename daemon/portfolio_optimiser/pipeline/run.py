@@ -91,6 +91,8 @@ async def run_project(
         budget_stop = exc.which
     except TimeoutError:
         stop = "timeout"
+    finally:
+        await run.close_clients()
     if not run.prompts:
         # The prompt a proposer would have seen is kept when no model was asked: it is the proof
         # that the fold (and only the fold) carries what experts taught.

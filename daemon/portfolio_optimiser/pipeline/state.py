@@ -4,7 +4,9 @@ and the review share. Nothing here calls a model."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +165,18 @@ class RunState:
     async def arecord(self, draft: Any) -> StoredRecord:
         # Off the event loop: a record is fsync'd twice, and concurrent runs should not wait on it.
         return await asyncio.to_thread(self.record, draft)
+
+    async def close_clients(self) -> None:
+        """Close the SDK clients this run opened: a daemon runs for months, sockets must not pile up."""
+        for client in self.clients.values():
+            close = getattr(getattr(client, "client", None), "close", None)
+            if not callable(close):
+                continue
+            with contextlib.suppress(Exception):
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+        self.clients.clear()
 
     def terms_for(self, advisor: Advisor) -> TermsHolder:
         """The advisor's terms for this run, opened from what its recorded consultations refused."""

@@ -291,6 +291,45 @@ def test_the_prompt_mode_sends_no_response_format_and_puts_the_schema_in_the_pro
     assert "model:prop" in origins(result)
 
 
+@pytest.mark.loadbearing
+def test_whatever_text_a_model_writes_the_run_records_it_safely(tmp_path: Path) -> None:
+    # Seen against a real server: a measure whose evidence was "" stopped a run (the record store
+    # refuses an empty reference). Empty links, control sequences, a made-up private key.
+    key = "-----BEGIN PRIVATE KEY-----\n" + "A" * 64 + "\n-----END PRIVATE KEY-----"
+    hostile = proposal(
+        {**measure(measure_type="prefabrication", saving=50000), "evidence": ["", "\x1b[31m"]},
+        {**measure(measure_type="reuse", saving=40000, title=key), "rationale": "\x1b]0;x\x07"},
+    )
+
+    def factory(adv: Advisor, middleware: Any) -> Any:
+        answer = hostile if adv.id == "prop" else "VERDICT: REJECT — \x1b[31m"
+        return ScriptedChatClient(handler=lambda m, o: answer, middleware=list(middleware))
+
+    reasoning = session(
+        tmp_path,
+        advisor("prop", "http://unused.invalid/v1", ("propose",)),
+        advisor("check", "http://unused.invalid/v1", ("cost_review", "independent_reasoning")),
+    )
+    small_bundle(tmp_path / "bundle-r1")
+    result = asyncio.run(
+        run_project(
+            tmp_path / "bundle-r1",
+            verdicts=VerdictStore(),
+            budget=budget(),
+            settings=settings(),
+            reasoning=reasoning,
+            run_id="r1",
+            client_factory=factory,
+        )
+    )
+    titles = [c.candidate.title for c in result.candidates]
+    assert len(titles) == 3 and not any("PRIVATE KEY" in t or "\x1b" in t for t in titles)
+    empty_links = next(c for c in result.candidates if c.candidate.measure_type == "prefabrication")
+    assert empty_links.validator.outcome == "rejected"  # the validator judged what the model said
+    records = reasoning.store.load()
+    assert not records.unreadable and records.of_kind("conclusion")
+
+
 def test_max_candidates_bounds_the_models_additions_never_the_planners_list(
     tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
 ) -> None:

@@ -276,18 +276,24 @@ def test_a_server_killed_mid_run_ends_as_recorded_outcomes_and_the_restarted_one
 def test_a_server_that_ignores_the_cap_field_is_held_to_the_cap(
     tmp_path: Path, llama: LlamaServer
 ) -> None:
+    # A server of its own: one that ignores the cap goes on generating after the client gave up
+    # (llama-cpp-python does not stop on disconnect), and the other tests must not queue behind.
+    server = LlamaServer(llama.model, tmp_path).start()
     ws = make_workspace(tmp_path / "ws")
     # llama-cpp-python's server ignores max_completion_tokens: told to send only that field, the
     # product sees answers past the cap, and records them as the server's fault.
     model_config(
         ws,
-        llama.base_url,
-        options={"output_cap_field": "max_completion_tokens", "timeout_seconds": 60},
+        server.base_url,
+        options={"output_cap_field": "max_completion_tokens", "timeout_seconds": 30},
         propose_output_tokens=4,
         check_output_tokens=4,
     )
     depot(ws, "depot-c")
-    done = run_cli("once", ws, env=MODEL_ENV, timeout_s=300)
+    try:
+        done = run_cli("once", ws, env=MODEL_ENV, timeout_s=300)
+    finally:
+        server.kill()
     assert done.returncode == 0, done.stderr[-2000:]
     over = [c for c in consultations(ws) if "ignores the cap field" in (c["diagnostic"] or "")]
     assert over and all(c["status"] == "error" for c in over)

@@ -389,6 +389,17 @@ def test_an_exception_that_is_not_the_advisors_is_recorded_as_cancelled_then_rai
     ]
 
 
+def test_an_answer_the_store_refuses_is_recorded_as_malformed_not_raised(tmp_path: Path) -> None:
+    key = "-----BEGIN PRIVATE KEY-----\n" + "Q" * 64 + "\n-----END PRIVATE KEY-----"
+    records = run_consult(
+        tmp_path, {"alpha": Fixed(answer(conclusion=key)), "gamma": Fixed(answer())}
+    )
+    refused = body(records[0])
+    assert refused.status is ConsultationStatus.MALFORMED and refused.conclusion is None
+    assert refused.diagnostic and "cannot be recorded" in refused.diagnostic
+    assert body(records[1]).status is ConsultationStatus.COMPLETED
+
+
 def test_the_forms_an_advisor_refused_are_recorded_with_the_mode_that_answered(
     tmp_path: Path,
 ) -> None:

@@ -19,9 +19,11 @@ from typing import Any
 
 from agent_framework import ChatResponse, Message
 
+from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import Terms
 from portfolio_optimiser.reasoning.records import Stance, Usage
+from portfolio_optimiser.reasoning.redaction import safe_text
 from portfolio_optimiser.reasoning.transport import AdvisorError, Answer, EmptyAnswer, Question
 
 from .budget import BudgetExceeded
@@ -105,7 +107,9 @@ class DebateExchange:
                 max_rounds=self.max_rounds,
                 checker_options={"max_tokens": self.output_cap},
             )
-        spoken = [t for t in turns if t.author == CHECKER and t.text.strip()]
+        spoken = [t for t in turns if t.author == CHECKER and strip_control(t.text).strip()]
+        # What reaches a record is the model's text: control characters alone are no reason.
+        reason = safe_text(strip_control(reason or "")).strip() or None
         if not spoken:
             raise EmptyAnswer(self.advisor.id, "the checker's turns were empty")
         self.verdict = verdict
@@ -119,7 +123,7 @@ class DebateExchange:
         return Answer(
             stance=stance,
             conclusion=position[:500],
-            reasons=critique_of(last.text),
+            reasons=tuple(safe_text(r) for r in critique_of(last.text)),
             usage=Usage(
                 input_tokens=sum(t.input_tokens for t in spoken),
                 output_tokens=sum(t.output_tokens for t in spoken),

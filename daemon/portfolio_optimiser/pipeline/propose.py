@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.validator import validate_candidate
@@ -30,6 +31,7 @@ from portfolio_optimiser.reasoning.records import (
     StoredPlan,
     StoredRecord,
 )
+from portfolio_optimiser.reasoning.redaction import safe_text
 from portfolio_optimiser.reasoning.transport import Question, consult
 
 from .budget import BudgetExceeded
@@ -215,8 +217,10 @@ def _take(
     """Gate one of the model's measures; the reason to tell the next attempt, if it failed."""
     try:
         candidate = _candidate(run.project, measure, origin=f"model:{advisor_id}")
-    except ValidationError:
-        return f"'{measure.title}': its figures are not finite numbers"
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "the measure"
+        return f"'{safe_text(measure.title)}' is not a candidate: {where}: {error['msg']}"
     skip = _settled_elsewhere(run, candidate, verdicts)
     if skip is not None:
         run.notes.append(skip)
@@ -265,14 +269,16 @@ async def _conclude(
 
 
 def _candidate(project: Project, measure: ProposedMeasure, *, origin: str) -> Candidate:
+    # A model's words become records, reports and a verdict template: no control sequence and no
+    # secret-shaped text gets that far (a key it made up would make the record store refuse).
     return Candidate(
         project_id=project.id,
-        affected_codes=tuple(measure.affected_codes),
-        measure_type=measure.measure_type,
+        affected_codes=tuple(strip_control(code).strip() for code in measure.affected_codes),
+        measure_type=strip_control(measure.measure_type).strip(),
         claimed_saving_nok=measure.claimed_saving_nok,
-        title=measure.title,
-        rationale=measure.rationale,
-        evidence=tuple(measure.evidence),
+        title=safe_text(measure.title),
+        rationale=safe_text(measure.rationale),
+        evidence=tuple(safe_text(link) for link in measure.evidence),
         quantity=measure.quantity,
         unit=measure.unit,
         unit_price_nok=measure.unit_price_nok,

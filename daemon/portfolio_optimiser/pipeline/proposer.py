@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import Terms
 from portfolio_optimiser.reasoning.records import Stance, Usage
+from portfolio_optimiser.reasoning.redaction import safe_text
 from portfolio_optimiser.reasoning.transport import Answer, EmptyAnswer, MalformedAnswer, Question
 
 from .clients._errors import ExtraErrors, map_sdk_errors
@@ -126,7 +127,7 @@ class ProposerExchange:
         proposal = parse_proposal(self.advisor.id, response.text or "")
         self.proposal = proposal
         usage = response.usage_details or {}
-        titles = "; ".join(m.title for m in proposal.candidates[:5])
+        titles = "; ".join(safe_text(m.title) for m in proposal.candidates[:5])
         return Answer(
             stance=Stance.SUPPORTS if proposal.candidates else Stance.INCONCLUSIVE,
             conclusion=(

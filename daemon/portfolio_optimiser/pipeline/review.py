@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate
 from portfolio_optimiser.reasoning.availability import ConsultationStatus
@@ -44,7 +45,13 @@ def _receipt_evidence(candidate: Candidate, decision: Decision) -> list[Evidence
     evidence = [
         Evidence(kind=EvidenceKind.VALIDATOR, reference=f"receipt:{candidate.id}", note=note)
     ]
-    evidence += [Evidence(kind=EvidenceKind.FILE, reference=link) for link in candidate.evidence]
+    # A model writes these links: one that is empty, or only control characters, names nothing
+    # (the validator's receipt already says so) and would be refused by the record store.
+    evidence += [
+        Evidence(kind=EvidenceKind.FILE, reference=link)
+        for link in candidate.evidence
+        if strip_control(link).strip()
+    ]
     return evidence
 
 

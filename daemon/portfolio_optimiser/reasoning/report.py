@@ -72,9 +72,10 @@ def _summary(record: StoredRecord) -> str:
         chosen = ", ".join(s.advisor for s in body.selected) or "no advisor"
         return f"planned {body.outcome} in mode {body.mode}: {chosen}"
     if isinstance(body, ConsultationInput):
-        return f"consulted {body.advisor}: {body.status}" + (
-            f", {body.stance}" if body.stance else ""
-        )
+        model = f" ({body.model})" if body.model else ""
+        said = f", {body.stance}" if body.stance else ""
+        why = f": {body.diagnostic}" if body.diagnostic and not body.stance else ""
+        return f"consulted {body.advisor}{model}: {body.status}{said}{why}"
     if isinstance(body, DisagreementInput):
         return f"disagreement: {body.deciding_question}"
     if isinstance(body, ResolutionInput):

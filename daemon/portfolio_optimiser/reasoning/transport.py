@@ -46,7 +46,7 @@ from .records import (
     StoredRecord,
     Usage,
 )
-from .store import Admission, Store
+from .store import Admission, Refusal, Store
 
 __all__ = [
     "AdvisorAuthFailed",
@@ -247,7 +247,22 @@ async def consult(
         draft = _consultation(
             plan_record.id, advisor_id, model_of(advisor_id), question, answer, error, duration_ms
         )
-        written.append(await asyncio.to_thread(store.record, task, draft, ctx))
+        try:
+            written.append(await asyncio.to_thread(store.record, task, draft, ctx))
+        except Refusal as refusal:
+            # An answer the store will not keep (a private key in it, say) is no answer: it is
+            # recorded as malformed with the store's sentence, and the run goes on without it.
+            unusable = MalformedAnswer(advisor_id, f"the answer cannot be recorded: {refusal}")
+            draft = _consultation(
+                plan_record.id,
+                advisor_id,
+                model_of(advisor_id),
+                question,
+                None,
+                unusable,
+                duration_ms,
+            )
+            written.append(await asyncio.to_thread(store.record, task, draft, ctx))
     for *_, pending in results:
         if pending is not None:
             raise pending

@@ -587,3 +587,49 @@ def test_a_verdict_on_a_candidate_the_validator_rejected_is_refused(
     processed_result = processor._verdict(path, quiet=True)
     assert processed_result.state == "reported"
     assert not (workspace.wiki / "verdicts" / f"{rejected['id']}.md").exists()
+
+
+@pytest.mark.loadbearing
+def test_a_stop_asked_for_during_a_long_run_is_not_counted_as_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found in review: two `systemctl restart`s during long model runs quarantined a healthy
+    # bundle as if it had crashed the daemon twice.
+    import threading
+    import time
+
+    from portfolio_optimiser.daemon.service import Service
+
+    def slow(*_args: Any) -> Any:  # a run longer than the stop grace
+        time.sleep(3)
+        raise AssertionError("the daemon stopped before this")
+
+    monkeypatch.setattr("portfolio_optimiser.daemon.processor.run_pipeline", slow)
+    monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    config = load_config()
+    daemon = config.daemon.model_copy(update={"stability_seconds": 0.1})
+    service = Service(
+        ws,
+        None,
+        config.model_copy(update={"daemon": daemon}),
+        log=structlog.get_logger("t"),
+        tick_s=0.05,
+    )
+    service.stop_grace_s = 0.3
+    drop_bundle(ws)
+
+    def stop_once_claimed() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(ws.claimed.glob("*")):
+            time.sleep(0.05)
+        time.sleep(0.3)
+        service.stop.set()  # what the SIGTERM handler does
+
+    threading.Thread(target=stop_once_claimed, daemon=True).start()
+    assert service.run() == 0
+    with Ledger.open(ws.ledger_file) as ledger:
+        [item] = ledger.items()
+        assert item.state == "claimed"  # finished at the next start, as before
+        assert ledger.unfinished_starts(item.digest) == 0

@@ -203,6 +203,22 @@ def test_two_runs_with_a_dead_proposer_open_its_breaker_only(
 
 
 @pytest.mark.loadbearing
+@pytest.mark.parametrize("retry_after", ["inf", "1e400", "1e12"])
+def test_a_wild_retry_after_does_not_break_the_runs_after_it(
+    tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer], retry_after: str
+) -> None:
+    # Found in review: a Retry-After of inf was stored, and every later plan overflowed.
+    servers[0].mode = "rate_limited"
+    servers[0].retry_after = retry_after
+    reasoning = reasoning_for(tmp_path, servers)
+    run(tmp_path, reasoning, "r1")
+    second = run(tmp_path, reasoning, "r2")
+    assert origins(second) == ["measure-option:k-01"]
+    states = {s.advisor: s for s in availability_now(reasoning.store.load(), reasoning.ctx)}
+    assert states["prop"].status is AdvisorStatus.RATE_LIMITED
+
+
+@pytest.mark.loadbearing
 def test_nothing_secret_reaches_a_model(
     tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
 ) -> None:
@@ -299,6 +315,8 @@ def test_whatever_text_a_model_writes_the_run_records_it_safely(tmp_path: Path) 
     hostile = proposal(
         {**measure(measure_type="prefabrication", saving=50000), "evidence": ["", "\x1b[31m"]},
         {**measure(measure_type="reuse", saving=40000, title=key), "rationale": "\x1b]0;x\x07"},
+        measure(codes=[key], measure_type="phasing", saving=30000),  # a key as a cost code
+        measure(measure_type="\x1b[2Jwipe", saving=20000),
     )
 
     def factory(adv: Advisor, middleware: Any) -> Any:
@@ -324,6 +342,8 @@ def test_whatever_text_a_model_writes_the_run_records_it_safely(tmp_path: Path) 
     )
     titles = [c.candidate.title for c in result.candidates]
     assert len(titles) == 3 and not any("PRIVATE KEY" in t or "\x1b" in t for t in titles)
+    refused = [n for n in result.notes if "is not a candidate" in n]
+    assert len(refused) == 2 and not any("BEGIN" in n for n in refused)  # said, never repeated
     empty_links = next(c for c in result.candidates if c.candidate.measure_type == "prefabrication")
     assert empty_links.validator.outcome == "rejected"  # the validator judged what the model said
     records = reasoning.store.load()
@@ -343,13 +363,18 @@ def test_max_candidates_bounds_the_models_additions_never_the_planners_list(
 
 
 @pytest.mark.loadbearing
-def test_a_failing_maker_turn_is_the_proposers_never_the_checkers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("failure", "status"), [("dies", "unavailable"), ("hangs", "timeout")])
+def test_a_failing_maker_turn_is_the_proposers_never_the_checkers(
+    tmp_path: Path, failure: str, status: str
+) -> None:
     calls = {"prop": 0}
 
-    def proposer(_messages: Any, _options: Any) -> str:
+    async def proposer(_messages: Any, _options: Any) -> str:
         calls["prop"] += 1
-        if calls["prop"] > 1:  # proposes, then dies before defending its measure
+        if calls["prop"] > 1 and failure == "dies":  # proposes, then dies before defending it
             raise ConnectionError("the proposer's server went away")
+        if calls["prop"] > 1:  # or hangs: its own deadline must fire before the checker's
+            await asyncio.sleep(30)
         return PROPOSAL
 
     def factory(adv: Advisor, middleware: Any) -> Any:
@@ -369,7 +394,7 @@ def test_a_failing_maker_turn_is_the_proposers_never_the_checkers(tmp_path: Path
                 tmp_path / "bundle-r1",
                 verdicts=VerdictStore(),
                 budget=budget(),
-                settings=settings(max_rounds=4),
+                settings=settings(max_rounds=4, consult_deadline_s=2.0),
                 reasoning=reasoning,
                 run_id="r1",
                 client_factory=factory,
@@ -379,5 +404,5 @@ def test_a_failing_maker_turn_is_the_proposers_never_the_checkers(tmp_path: Path
     assert model.checker.outcome == "no_verdict"
     statuses = [(str(c.status), c.question) for c in consultations(reasoning, "prop")]
     assert statuses[0][0] == "completed"
-    assert ("unavailable", f"the maker's defence of candidate {model.candidate.id}") in statuses
+    assert (status, f"the maker's defence of candidate {model.candidate.id}") in statuses
     assert {str(c.status) for c in consultations(reasoning, "check")} == {"completed"}

@@ -192,6 +192,9 @@ def test_a_retry_after_given_as_an_http_date_is_read_as_seconds(server: FakeLLMS
         ("soon", None),
         ("", None),
         (None, None),
+        ("inf", None),  # not a finite number: no value
+        ("1e400", None),
+        ("1e12", 86_400.0),  # bounded to a day
     ],
 )
 def test_retry_after_is_seconds_or_an_http_date(value: str | None, seconds: float | None) -> None:

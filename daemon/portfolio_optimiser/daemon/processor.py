@@ -11,6 +11,7 @@ Verdicts are read in place (``verdicts``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -39,7 +40,7 @@ from portfolio_optimiser.reasoning.store import Store
 from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, claim, content_digest, original_name, release, same_filesystem
 from .filters import InboxFilter
-from .ledger import Ledger, next_backoff_s
+from .ledger import Ledger, LedgerError, next_backoff_s
 from .published import Published
 from .runner import run_pipeline
 from .stability import StabilityTracker, snapshot
@@ -98,6 +99,8 @@ class Processor:
             else ws.root / "inbox" / ".claimed"
         )
         self.claimed_dir.mkdir(parents=True, exist_ok=True)
+        self.running_digest: str | None = None
+        """The bundle whose pipeline run is under way (its start counted in the ledger)."""
         self.reasoning_store = Store(ws.state)
         # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim|during-run|after-outputs|after-spend
         # makes the process die (os._exit(137), as if SIGKILLed) at that point, so the crash-safety
@@ -376,7 +379,18 @@ class Processor:
             return self._internal_error(claimed, name, digest, exc)
         finally:
             self.ledger.finish_run(digest)
+            self.running_digest = None
         return result
+
+    def abandon_run(self) -> None:
+        """A stop was asked for while a run is under way: that is no crash, so its start is not
+        counted against the bundle. Called from the service's thread while the worker still runs,
+        so through a connection of its own."""
+        digest = self.running_digest
+        if digest is None:
+            return
+        with contextlib.suppress(LedgerError), Ledger.open(self.ledger.path) as other:
+            other.finish_run(digest)
 
     def _internal_error(
         self, claimed: Path, name: str, digest: str, exc: BaseException
@@ -440,6 +454,7 @@ class Processor:
             summary = Published.read(published[0])
         else:
             self.ledger.start_run(digest)
+            self.running_digest = digest
             self._fault("during-run")
             result = run_pipeline(self, bundle, run_id)
             run_folder = ws.outbox / "runs" / result.project_id / run_id

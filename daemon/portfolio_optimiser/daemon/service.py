@@ -267,6 +267,8 @@ class Service:
                 # next start finishes it.
                 worker.join(timeout=max(1.0, self.stop_grace_s))
             self._unfinished = worker is not None and worker.is_alive()
+            if self._unfinished:
+                processor.abandon_run()
             watcher.stop()
             if worker is None or not worker.is_alive():
                 self._publish_status(processor, "stopped", watcher.method)

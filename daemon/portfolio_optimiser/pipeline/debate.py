@@ -13,6 +13,7 @@ a few of its own sentences as reasons (:func:`critique_of`), never the raw answe
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,13 @@ from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import Terms
 from portfolio_optimiser.reasoning.records import Stance, Usage
 from portfolio_optimiser.reasoning.redaction import safe_text
-from portfolio_optimiser.reasoning.transport import AdvisorError, Answer, EmptyAnswer, Question
+from portfolio_optimiser.reasoning.transport import (
+    AdvisorError,
+    AdvisorTimeout,
+    Answer,
+    EmptyAnswer,
+    Question,
+)
 
 from .budget import BudgetExceeded
 from .checker import CHECKER, MAKER, ask_checker, critique_of
@@ -45,6 +52,7 @@ def maker_client(
     proposer: tuple[str, Any, ExtraErrors] | None,
     on_failure: MakerFailure,
     output_cap: int,
+    deadline_s: float,
 ) -> ScriptedChatClient:
     """The maker's voice: the opening, then the proposer's model (id, client, errors) or the figures.
 
@@ -61,14 +69,23 @@ def maker_client(
         advisor_id, client, errors = voice
         try:
             with map_sdk_errors(advisor_id, errors):
-                response: ChatResponse[Any] = await client.get_response(
-                    messages, options={"max_tokens": output_cap}
+                # A deadline of its own: a hanging proposer must time out as the proposer, before
+                # the checker's consultation deadline would charge the hang to the checker.
+                response: ChatResponse[Any] = await asyncio.wait_for(
+                    client.get_response(messages, options={"max_tokens": output_cap}),
+                    timeout=deadline_s,
                 )
             if not (response.text or "").strip():
                 raise EmptyAnswer(advisor_id, "the maker's turn was empty")
             return response
         except BudgetExceeded:
             raise
+        except TimeoutError:
+            await on_failure(
+                AdvisorTimeout(advisor_id, f"the maker's turn took over {deadline_s:g} s")
+            )
+            live["proposer"] = None
+            return defence
         except Exception as exc:
             typed = exc if isinstance(exc, AdvisorError) else translate(advisor_id, exc, errors)
             await on_failure(typed or AdvisorError(advisor_id, f"{type(exc).__name__}: {exc}"))

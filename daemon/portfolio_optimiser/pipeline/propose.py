@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.validator import validate_candidate
@@ -31,7 +30,7 @@ from portfolio_optimiser.reasoning.records import (
     StoredPlan,
     StoredRecord,
 )
-from portfolio_optimiser.reasoning.redaction import safe_text
+from portfolio_optimiser.reasoning.redaction import RedactionRefused, safe_text, scrub
 from portfolio_optimiser.reasoning.transport import Question, consult
 
 from .budget import BudgetExceeded
@@ -220,7 +219,13 @@ def _take(
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(p) for p in error["loc"]) or "the measure"
-        return f"'{safe_text(measure.title)}' is not a candidate: {where}: {error['msg']}"
+        reason = f"'{safe_text(measure.title)}' is not a candidate: {where}: {error['msg']}"
+        run.notes.append(f"attempt {attempt}: the proposer's measure {reason}")
+        return reason
+    except ValueError as exc:
+        reason = f"'{safe_text(measure.title)}' is not a candidate: {exc}"
+        run.notes.append(f"attempt {attempt}: the proposer's measure {reason}")
+        return reason
     skip = _settled_elsewhere(run, candidate, verdicts)
     if skip is not None:
         run.notes.append(skip)
@@ -268,19 +273,31 @@ async def _conclude(
     )
 
 
+def _key_text(value: str, field: str) -> str:
+    """A key field of a model's measure, verbatim or refused: it mints the candidate's id, so it
+    is never rewritten, and one that carries a control sequence or a secret is no key at all."""
+    try:
+        clean = scrub(value)
+    except RedactionRefused:
+        raise ValueError(f"its {field} carries a private key") from None
+    if clean.kinds or not value.strip():
+        raise ValueError(f"its {field} {clean.text!r} is not a plain value")
+    return value.strip()
+
+
 def _candidate(project: Project, measure: ProposedMeasure, *, origin: str) -> Candidate:
     # A model's words become records, reports and a verdict template: no control sequence and no
     # secret-shaped text gets that far (a key it made up would make the record store refuse).
     return Candidate(
         project_id=project.id,
-        affected_codes=tuple(strip_control(code).strip() for code in measure.affected_codes),
-        measure_type=strip_control(measure.measure_type).strip(),
+        affected_codes=tuple(_key_text(code, "affected code") for code in measure.affected_codes),
+        measure_type=_key_text(measure.measure_type, "measure type"),
         claimed_saving_nok=measure.claimed_saving_nok,
         title=safe_text(measure.title),
         rationale=safe_text(measure.rationale),
         evidence=tuple(safe_text(link) for link in measure.evidence),
         quantity=measure.quantity,
-        unit=measure.unit,
         unit_price_nok=measure.unit_price_nok,
+        unit=_key_text(measure.unit, "unit") if measure.unit else None,
         origin=origin,
     )

@@ -338,6 +338,8 @@ def _debate(
             proposer=voice,
             on_failure=on_maker_failure,
             output_cap=cap,
+            # Half the consultation's deadline: the checker still has time to answer after it.
+            deadline_s=run.settings.consult_deadline_s / 2,
         ),
         task=task,
         max_rounds=run.settings.max_rounds,

@@ -18,6 +18,7 @@ from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import VerdictStore
+from portfolio_optimiser.reasoning.store import Refusal
 
 from .budget import Budget, BudgetExceeded, BudgetMiddleware, PortfolioMeter, TokenMeter
 from .outcome import RunResult, StopReason
@@ -85,8 +86,15 @@ async def run_project(
             model_stop = await propose_with_model(run, context, learned, verdicts)
             if model_stop is not None:
                 stop = model_stop
-            for outcome_index in range(len(run.outcomes)):
-                run.outcomes[outcome_index] = await review(run, run.outcomes[outcome_index])
+            for outcome_index, outcome in enumerate(run.outcomes):
+                try:
+                    run.outcomes[outcome_index] = await review(run, outcome)
+                except Refusal as refusal:
+                    # A record the store will not keep (text from a model it cannot make safe):
+                    # the candidate keeps its validator decision, unreviewed, and the run says so.
+                    run.notes.append(
+                        f"{outcome.candidate.id}: its review could not be recorded ({refusal})"
+                    )
     except BudgetExceeded as exc:
         budget_stop = exc.which
     except TimeoutError:

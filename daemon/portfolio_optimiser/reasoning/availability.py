@@ -20,6 +20,7 @@ concern one exchange and say nothing about the advisor, so they never count; nor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -48,6 +49,7 @@ FAILURES_TO_OPEN: Final = 2
 FAILURE_COOLDOWN_S: Final = 600.0
 RATE_LIMIT_COOLDOWN_S: Final = 900.0
 AUTH_COOLDOWN_S: Final = 3600.0
+MAX_COOLDOWN_S: Final = 86_400.0
 
 
 class ConsultationStatus(StrEnum):
@@ -245,7 +247,9 @@ def _replay(outcomes: Sequence[Outcome], override_s: float | None) -> tuple[Circ
             if circuit is None:
                 why = f"one {outcome.status} since its last answer; not enough to open the circuit"
             continue
-        until = outcome.at + timedelta(seconds=override_s if override_s is not None else cooldown)
+        # Bounded: a record from an older writer (or a hand edit) must not overflow the clock.
+        wait_s = min(MAX_COOLDOWN_S, override_s if override_s is not None else cooldown)
+        until = outcome.at + timedelta(seconds=wait_s if math.isfinite(wait_s) else MAX_COOLDOWN_S)
         if circuit is None or half_open or until >= circuit.until:
             circuit, why = Circuit(opened_by=outcome.status, failures=failures, until=until), reason
     return circuit, why

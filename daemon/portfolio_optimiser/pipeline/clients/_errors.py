@@ -31,6 +31,7 @@ import contextlib
 import email.utils
 import importlib
 import json
+import math
 import re
 import ssl
 from collections.abc import Callable, Iterator, Mapping
@@ -121,12 +122,26 @@ def _by_status(exc: BaseException) -> type[AdvisorError]:
     return AdvisorError
 
 
+MAX_RETRY_AFTER_S: Final = 86_400.0
+"""The longest wait a server may ask for: a day. ``inf`` or ``1e400`` is a server's mistake, and
+taken as it is it would overflow every later cooldown computed from the records."""
+
+
+def _bounded(seconds: float) -> float | None:
+    if not math.isfinite(seconds):
+        return None
+    return min(MAX_RETRY_AFTER_S, max(0.0, seconds))
+
+
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP date; else None."""
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP date; else None.
+
+    Bounded to ``MAX_RETRY_AFTER_S``; a value that is not a finite number is no value.
+    """
     if value is None or not value.strip():
         return None
     try:
-        return max(0.0, float(value.strip()))
+        return _bounded(float(value.strip()))
     except ValueError:
         pass
     try:
@@ -135,7 +150,7 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    return _bounded((when - (now or datetime.now(UTC))).total_seconds())
 
 
 def _retry_after_of(exc: BaseException) -> float | None:
@@ -145,7 +160,7 @@ def _retry_after_of(exc: BaseException) -> float | None:
     milliseconds = headers.get("retry-after-ms")
     if milliseconds:
         with contextlib.suppress(ValueError):
-            return max(0.0, float(milliseconds) / 1000)
+            return _bounded(float(milliseconds) / 1000)
     raw = headers.get("retry-after")
     return parse_retry_after(raw if isinstance(raw, str) else None)
 
@@ -186,14 +201,23 @@ _REFUSED_FORMS: Final = (
     ("output_mode", re.compile(r"response_format|json_schema", re.IGNORECASE)),
     ("cap_field", re.compile(r"max_(?:completion_)?tokens", re.IGNORECASE)),
 )
+# Only the words of a refused *form*: "max_tokens is too large" names the field but refuses the
+# value, and stepping down the ladder for it would be remembered as a refusal for ever.
+_REFUSAL_WORDS: Final = re.compile(
+    r"unsupported|not supported|unrecognized|unrecognised|unknown (?:field|parameter|argument)"
+    r"|extra (?:inputs|fields)|not permitted|input should be|use '?[a-z_]+'? instead",
+    re.IGNORECASE,
+)
 _FORM_STATUSES: Final = frozenset({400, 422, 500})
 
 
 def _refused_form(cause: BaseException) -> str | None:
-    """The negotiable feature a status error refused, if it names one."""
+    """The negotiable feature a status error refused, if it names one in a refusal's words."""
     if getattr(cause, "status_code", None) not in _FORM_STATUSES:
         return None
     said = f"{cause} {getattr(cause, 'body', '') or ''}"
+    if not _REFUSAL_WORDS.search(said):
+        return None
     return next((feature for feature, pattern in _REFUSED_FORMS if pattern.search(said)), None)
 
 

@@ -120,11 +120,13 @@ def exchange(advisor: Advisor, module: Any = openai_compatible) -> Any:
 
 @pytest.mark.loadbearing
 def test_a_normal_answer_is_completed_with_its_usage(server: FakeLLMServer) -> None:
-    answer = exchange(local_advisor(server))
+    attempt = proposer_exchange(local_advisor(server))
+    answer = asyncio.run(attempt.exchange(QUESTION, deadline_s=2.0))
 
     assert answer.stance is Stance.SUPPORTS
     assert answer.conclusion == "proposed 1 measure(s): Standard panels"
-    assert answer.payload.candidates[0].claimed_saving_nok == 144000
+    assert attempt.proposal is not None
+    assert attempt.proposal.candidates[0].claimed_saving_nok == 144000
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (
         PROMPT_TOKENS,
         COMPLETION_TOKENS,

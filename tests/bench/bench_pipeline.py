@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import sys
 import tempfile
 import threading
@@ -34,9 +33,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from portfolio_optimiser.context.navigate import navigate_bundle
 from portfolio_optimiser.context.render import render_context
@@ -173,81 +171,25 @@ class TimedFakeLLMServer(FakeLLMServer):
             self._waited_s += time.perf_counter() - started
 
 
-def _serve(content: str, delay_s: float, conn: Connection) -> None:
-    """The child process: one timed fake, answering the parent's questions until told to stop."""
-    server = TimedFakeLLMServer(content=content, delay_s=delay_s).start()
-    conn.send(server.port)
-    while True:
-        message = conn.recv()
-        if message == "stats":
-            conn.send((len(server.requests), server.waited_s))
-        elif isinstance(message, tuple) and message[0] == "delay":
-            server.slow_s = float(message[1])
-            conn.send(True)
-        else:
-            server.stop()
-            conn.send(True)
-            return
-
-
-class SeparateFake:
-    """A timed fake in a process of its own, as a real model server is.
-
-    In-process, the fake's request handling (HTTP parsing, the JSON body with the tool schemas)
-    runs on a thread of the benchmark's own interpreter and holds its GIL: about 8 ms a call that
-    would be counted as the pipeline's time although it is the server's.
-    """
-
-    def __init__(self, *, content: str, delay_s: float) -> None:
-        context = multiprocessing.get_context("spawn")
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(content, delay_s, child), daemon=True)
-        self._process.start()
-        self.port = int(self._conn.recv())
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-
-    def _ask(self, message: object) -> Any:
-        self._conn.send(message)
-        return self._conn.recv()
-
-    @property
-    def request_count(self) -> int:
-        return int(self._ask("stats")[0])
-
-    @property
-    def waited_s(self) -> float:
-        return float(self._ask("stats")[1])
-
-    def set_delay(self, seconds: float) -> None:
-        self._ask(("delay", seconds))
-
-    def __enter__(self) -> SeparateFake:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._ask("stop")
-        self._process.join(timeout=10)
-
-
 @dataclass
 class Models:
-    proposer: SeparateFake
-    checker: SeparateFake
+    proposer: TimedFakeLLMServer
+    checker: TimedFakeLLMServer
 
     def set_delay(self, seconds: float) -> None:
-        self.proposer.set_delay(seconds)
-        self.checker.set_delay(seconds)
+        self.proposer.slow_s = seconds
+        self.checker.slow_s = seconds
 
     @property
     def requests(self) -> int:
-        return self.proposer.request_count + self.checker.request_count
+        return len(self.proposer.requests) + len(self.checker.requests)
 
     @property
     def waited_s(self) -> float:
         return self.proposer.waited_s + self.checker.waited_s
 
     def admission(self) -> Admission:
-        def advisor(name: str, server: SeparateFake, capabilities: tuple[str, ...]) -> Advisor:
+        def advisor(name: str, server: FakeLLMServer, capabilities: tuple[str, ...]) -> Advisor:
             return Advisor(
                 id=f"bench-{name}",
                 name=f"Loopback {name} (a fake, not a model)",
@@ -507,9 +449,9 @@ async def measure_reuse(models: Models, work: Path, scale: Scale) -> Row:
     bundle = write_project_bundle(work / "reuse" / "bundle", "bench-reuse")
     state = work / "reuse" / "state"
     first = await _one_run(models, bundle, state, "reuse-1")
-    checker_before = models.checker.request_count
+    checker_before = len(models.checker.requests)
     second = await _one_run(models, bundle, state, "reuse-2")
-    checker_calls = models.checker.request_count - checker_before
+    checker_calls = len(models.checker.requests) - checker_before
     loaded = Store(state).load()
     # A re-run asks the proposer again (its answer is this run's, never a standing conclusion);
     # what must not be asked again is the checker, about the candidates it already concluded.
@@ -537,8 +479,8 @@ async def measure_reuse(models: Models, work: Path, scale: Scale) -> Row:
 async def run_benchmark(scale: Scale) -> list[Row]:
     with (
         tempfile.TemporaryDirectory(prefix="portfolio-optimiser-bench-") as tmp,
-        SeparateFake(content=PROPOSAL, delay_s=MODEL_DELAY_S) as proposer,
-        SeparateFake(content=APPROVAL, delay_s=MODEL_DELAY_S) as checker,
+        TimedFakeLLMServer(content=PROPOSAL, delay_s=MODEL_DELAY_S) as proposer,
+        TimedFakeLLMServer(content=APPROVAL, delay_s=MODEL_DELAY_S) as checker,
     ):
         work = Path(tmp)
         models = Models(proposer, checker)

@@ -45,6 +45,7 @@ __all__ = [
     "SpendRun",
     "TokenMeter",
     "estimate_tokens",
+    "prompt_text",
     "read_spend",
     "run_waves",
     "write_spend",
@@ -213,7 +214,7 @@ class BudgetMiddleware(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
         options: Mapping[str, Any] = context.options or {}
-        input_estimate = self.estimate_tokens(_prompt_text(context, options))
+        input_estimate = self.estimate_tokens(prompt_text(context.messages, options))
         # The cap the outbound middleware set for this call, wherever its field travels.
         cap = context.metadata.get("output_cap") or options.get("max_tokens")
         max_output = int(cap or self.meter.budget.call_tokens // 4)
@@ -247,12 +248,11 @@ class BudgetMiddleware(ChatMiddleware):
 
     def _charge(self, response: ChatResponse[Any], input_estimate: int) -> None:
         usage = response.usage_details or {}
-        input_tokens = int(usage.get("input_token_count") or 0)
-        output_tokens = int(usage.get("output_token_count") or 0)
-        if not usage:
-            # A provider that reports no usage must not make its calls free.
-            input_tokens = input_estimate
-            output_tokens = self.estimate_tokens(response.text or "")
+        # A provider that reports no usage, or half of it, must not make its calls free.
+        input_tokens = int(usage.get("input_token_count") or 0) or input_estimate
+        output_tokens = int(usage.get("output_token_count") or 0) or self.estimate_tokens(
+            response.text or ""
+        )
         if self.portfolio is not None:
             # First: the ledger gets billed tokens even when this charge breaks the run cap.
             self.portfolio.record(input_tokens + output_tokens)
@@ -262,11 +262,23 @@ class BudgetMiddleware(ChatMiddleware):
             self.portfolio.check()
 
 
-def _prompt_text(context: ChatContext, options: Mapping[str, Any]) -> str:
+def prompt_text(messages: Sequence[Any], options: Mapping[str, Any]) -> str:
+    """Everything a call sends as input, for pricing it: instructions, text, tool calls, results.
+
+    ``Message.text`` holds only the text contents; a tool's result can be the largest part of a
+    prompt (a whole concept opened by ``read_concept``), so it is priced too.
+    """
     # Agent instructions travel in options and the client prepends them, so they are input too.
     instructions = options.get("instructions")
     parts = [instructions] if isinstance(instructions, str) and instructions else []
-    parts += [message.text or "" for message in context.messages]
+    for message in messages:
+        for content in getattr(message, "contents", ()):
+            if content.type == "text":
+                parts.append(content.text or "")
+            elif content.type == "function_result":
+                parts.append(str(content.result if content.result is not None else ""))
+            elif content.type == "function_call":
+                parts.append(f"{content.name}({content.arguments})")
     return "\n".join(parts)
 
 

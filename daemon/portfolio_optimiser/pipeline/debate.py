@@ -107,7 +107,6 @@ class DebateExchange:
     terms: TermsHolder
     output_cap: int
     errors: ExtraErrors = None
-    verdict: str | None = None
 
     async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
         # A debate asks for no structured output: only its cap field is negotiated.
@@ -129,7 +128,6 @@ class DebateExchange:
         reason = safe_text(strip_control(reason or "")).strip() or None
         if not spoken:
             raise EmptyAnswer(self.advisor.id, "the checker's turns were empty")
-        self.verdict = verdict
         last = spoken[-1]
         if verdict == "approve":
             stance, position = Stance.SUPPORTS, "VERDICT: APPROVE"
@@ -140,7 +138,9 @@ class DebateExchange:
         return Answer(
             stance=stance,
             conclusion=position[:500],
-            reasons=tuple(safe_text(r) for r in critique_of(last.text)),
+            # Redacted whole before it is cut into sentences: a key split across two reasons
+            # would pass a pattern that needs it in one piece.
+            reasons=critique_of(safe_text(strip_control(last.text))),
             usage=Usage(
                 input_tokens=sum(t.input_tokens for t in spoken),
                 output_tokens=sum(t.output_tokens for t in spoken),

@@ -29,7 +29,7 @@ from portfolio_optimiser.reasoning.negotiation import Feature, Terms, step_down
 from portfolio_optimiser.reasoning.redaction import RedactionRefused, scrub
 from portfolio_optimiser.reasoning.transport import AdvisorError, Answer, UnsupportedForm
 
-from .budget import estimate_tokens
+from .budget import estimate_tokens, prompt_text
 
 __all__ = [
     "CapOptions",
@@ -154,10 +154,7 @@ class OutboundMiddleware(ChatMiddleware):
         instructions = options.get("instructions")
         if isinstance(instructions, str):
             options["instructions"] = _clean(instructions, self.withheld)
-        prompt = "\n".join(
-            [instructions if isinstance(instructions, str) else ""]
-            + [m.text or "" for m in context.messages]
-        )
+        prompt = prompt_text(context.messages, options)
         role_cap = int(options.pop("max_tokens", None) or self.default_cap)
         # What the per-call cap leaves after the prompt; at least one token, so a call the budget
         # cannot pay for is refused by the budget guard with its own sentence, not sent uncapped.
@@ -173,7 +170,8 @@ class OutboundMiddleware(ChatMiddleware):
 
     def _held_to(self, response: ChatResponse[Any], cap: int) -> ChatResponse[Any]:
         usage: Mapping[str, Any] = response.usage_details or {}
-        produced = int(usage.get("output_token_count") or 0)
+        # A server that reports no output count is measured by what it sent.
+        produced = int(usage.get("output_token_count") or 0) or estimate_tokens(response.text or "")
         if produced > cap + OVERRUN_SLACK:
             raise AdvisorError(
                 self.advisor_id,

@@ -9,6 +9,8 @@ what the next run will meet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -60,6 +62,24 @@ async def _ask(advisor: Advisor, refused: Iterable[str]) -> Probe:
         with map_sdk_errors(advisor.id, errors):
             listed = tuple(await list_models(advisor))
     client = module.chat_client_for(advisor, middleware=[])
+    try:
+        return await _forms(advisor, client, errors, listed, refused)
+    finally:
+        close = getattr(getattr(client, "client", None), "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+
+
+async def _forms(
+    advisor: Advisor,
+    client: Any,
+    errors: Any,
+    listed: tuple[str, ...] | None,
+    refused: Iterable[str],
+) -> Probe:
     terms = negotiated(advisor, refused)
     tried: list[str] = []
     while True:

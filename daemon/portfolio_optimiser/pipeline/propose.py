@@ -132,9 +132,13 @@ async def propose_with_model(
     run.proposal_plan = plan.id
     source = DataSource.from_config(run.settings.data_source, root=run.bundle, project=run.project)
     tools = datasource_tools(source)
+    assessment = run.reasoning.store.load().by_id(stored.assessment)
     question = Question(
         subject=f"savings in {run.project.id} beyond its local rules",
         hypothesis=f"{run.project.id} has savings measures its own list does not name",
+        evidence=assessment.body.evidence
+        if assessment is not None and isinstance(assessment.body, AssessmentInput)
+        else (),
     )
     consulted: list[StoredRecord] = []
     prior_rejection: str | None = None
@@ -191,29 +195,43 @@ async def propose_with_model(
         if not measures:
             stop = "proposer_done"
             break
-        if len(measures) > room:
+
+        prior_rejection = None
+        offered = 0
+        for measure in measures:
+            if added >= run.settings.max_candidates:
+                break
+            offered += 1
+            gated, reason = _take(run, measure, attempt, verdicts, advisor_id)
+            added += gated
+            prior_rejection = reason or prior_rejection
+        if offered < len(measures):
             run.notes.append(
-                f"attempt {attempt}: the proposer offered {len(measures) - room} measure(s) past "
+                f"attempt {attempt}: the proposer offered {len(measures) - offered} measure(s) past "
                 f"max_candidates ({run.settings.max_candidates}); they were not checked"
             )
-        prior_rejection = None
-        for measure in measures[:room]:
-            prior_rejection = _take(run, measure, attempt, verdicts, advisor_id) or prior_rejection
-            added += 1
         if added >= run.settings.max_candidates:
             stop = "max_candidates"
             break
         if prior_rejection is None:
             stop = "proposer_done"
             break
+    if run.proposer is None and run.local_because is None:
+        last = consulted[-1].body if consulted else None
+        why = f"{last.status}: {last.diagnostic}" if isinstance(last, ConsultationInput) else "?"
+        run.local_because = (
+            f"no answer of the proposer {advisor_id} could be used in {len(consulted)} attempt(s) "
+            f"(last: {why}); the candidates come from the local rules"
+        )
     await _conclude(run, plan, consulted, added)
     return stop
 
 
 def _take(
     run: RunState, measure: ProposedMeasure, attempt: int, verdicts: VerdictStore, advisor_id: str
-) -> str | None:
-    """Gate one of the model's measures; the reason to tell the next attempt, if it failed."""
+) -> tuple[bool, str | None]:
+    """Gate one of the model's measures: (whether it became a candidate of the run, the reason
+    to tell the next attempt when it was not good)."""
     try:
         candidate = _candidate(run.project, measure, origin=f"model:{advisor_id}")
     except ValidationError as exc:
@@ -221,27 +239,27 @@ def _take(
         where = ".".join(str(p) for p in error["loc"]) or "the measure"
         reason = f"'{safe_text(measure.title)}' is not a candidate: {where}: {error['msg']}"
         run.notes.append(f"attempt {attempt}: the proposer's measure {reason}")
-        return reason
+        return False, reason
     except ValueError as exc:
         reason = f"'{safe_text(measure.title)}' is not a candidate: {exc}"
         run.notes.append(f"attempt {attempt}: the proposer's measure {reason}")
-        return reason
+        return False, reason
     skip = _settled_elsewhere(run, candidate, verdicts)
     if skip is not None:
         run.notes.append(skip)
         earlier = next((o for o in run.outcomes if o.candidate.id == candidate.id), None)
         if earlier is not None and not isinstance(earlier.validator, Accepted):
             # Proposed again unchanged after a rejection: the model is told again, not let off.
-            return (
+            return False, (
                 f"'{candidate.title}' was rejected by rule {earlier.validator.rule}: "
                 f"{earlier.validator.reason}; do not propose it unchanged"
             )
-        return None
+        return False, None
     decision = _gate(run, candidate, attempt)
     if isinstance(decision, Accepted):
-        return None
+        return True, None
     # Only the latest reason is carried, never the rejected proposal itself.
-    return f"'{candidate.title}' was rejected by rule {decision.rule}: {decision.reason}"
+    return True, f"'{candidate.title}' was rejected by rule {decision.rule}: {decision.reason}"
 
 
 async def _conclude(

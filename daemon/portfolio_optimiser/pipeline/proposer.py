@@ -138,5 +138,4 @@ class ProposerExchange:
                 input_tokens=int(usage.get("input_token_count") or 0),
                 output_tokens=int(usage.get("output_token_count") or 0),
             ),
-            payload=proposal,
         )

@@ -198,7 +198,7 @@ async def _consult(
         run.reasoning.store,
         run.task,
         plan,
-        Question(subject=_subject(run, candidate), hypothesis=hypothesis),
+        Question(subject=_subject(run, candidate), hypothesis=hypothesis, evidence=tuple(evidence)),
         run.reasoning.ctx,
         deadline_s=run.settings.consult_deadline_s,
         transports=transports,

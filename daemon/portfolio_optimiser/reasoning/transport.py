@@ -33,7 +33,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeAlias
+from typing import ClassVar, Protocol, TypeAlias
 
 from .availability import ConsultationStatus
 from .catalogue import Catalogue
@@ -140,8 +140,6 @@ class Answer:
     reasons: tuple[str, ...] = ()
     output_mode: str | None = None
     refused: tuple[str, ...] = ()
-    payload: Any = None
-    """What the caller asked for beyond the normalised fields (a proposal); never recorded."""
 
 
 class Transport(Protocol):

@@ -90,6 +90,43 @@ def run(tmp: Path, reasoning: ReasoningSession, run_id: str = "r1", **overrides:
     )
 
 
+UNUSED = "http://unused.invalid/v1"
+
+
+def run_scripted(
+    tmp: Path,
+    proposer: Any,
+    checker: Any,
+    *,
+    bundle: Path | None = None,
+    run_budget: Budget | None = None,
+    **overrides: Any,
+) -> tuple[RunResult, ReasoningSession]:
+    """One run with scripted clients for the proposer and the checker (handlers of messages)."""
+
+    def factory(adv: Advisor, middleware: Any) -> Any:
+        handler = proposer if adv.id == "prop" else checker
+        return ScriptedChatClient(handler=handler, middleware=list(middleware))
+
+    reasoning = session(
+        tmp,
+        advisor("prop", UNUSED, ("propose",)),
+        advisor("check", UNUSED, ("cost_review", "independent_reasoning")),
+    )
+    result = asyncio.run(
+        run_project(
+            bundle or small_bundle(tmp / "bundle-r1"),
+            verdicts=VerdictStore(),
+            budget=run_budget or budget(),
+            settings=settings(**overrides),
+            reasoning=reasoning,
+            run_id="r1",
+            client_factory=factory,
+        )
+    )
+    return result, reasoning
+
+
 def consultations(reasoning: ReasoningSession, advisor_id: str) -> list[ConsultationInput]:
     return [
         r.body
@@ -271,29 +308,18 @@ def test_a_tool_result_is_priced_in_the_next_calls_cap(tmp_path: Path) -> None:
             return ChatResponse(messages=[Message(role="assistant", contents=[call])])
         return PROPOSAL
 
-    def factory(adv: Advisor, middleware: Any) -> Any:
-        handler = proposer if adv.id == "prop" else (lambda m, o: "VERDICT: APPROVE")
-        return ScriptedChatClient(handler=handler, middleware=list(middleware))
-
     bundle = small_bundle(tmp_path / "bundle-r1")
     write(bundle, "notes.md", "---\ntype: note\ntitle: Notes\n---\n" + "Site notes. " * 1800)
     index = bundle / "index.md"
     index.write_text(index.read_text() + "* [Notes](notes.md)\n")
-    reasoning = session(
+    run_scripted(
         tmp_path,
-        advisor("prop", "http://unused.invalid/v1", ("propose",)),
-        advisor("check", "http://unused.invalid/v1", ("cost_review", "independent_reasoning")),
-    )
-    asyncio.run(
-        run_project(
-            bundle,
-            verdicts=VerdictStore(),
-            budget=Budget(run_tokens=100_000, call_tokens=6_500, max_rounds=20),
-            settings=settings(max_attempts=1, context_chars=2000),
-            reasoning=reasoning,
-            run_id="r1",
-            client_factory=factory,
-        )
+        proposer,
+        lambda m, o: "VERDICT: APPROVE",
+        bundle=bundle,
+        run_budget=Budget(run_tokens=100_000, call_tokens=6_500, max_rounds=20),
+        max_attempts=1,
+        context_chars=2000,
     )
     first, second = caps[:2]
     assert first == settings().propose_output_tokens
@@ -310,27 +336,7 @@ def test_an_answer_without_an_output_count_is_measured_by_its_text(tmp_path: Pat
             usage_details=UsageDetails(input_token_count=10),
         )
 
-    def factory(adv: Advisor, middleware: Any) -> Any:
-        handler = proposer if adv.id == "prop" else (lambda m, o: "VERDICT: APPROVE")
-        return ScriptedChatClient(handler=handler, middleware=list(middleware))
-
-    reasoning = session(
-        tmp_path,
-        advisor("prop", "http://unused.invalid/v1", ("propose",)),
-        advisor("check", "http://unused.invalid/v1", ("cost_review", "independent_reasoning")),
-    )
-    small_bundle(tmp_path / "bundle-r1")
-    result = asyncio.run(
-        run_project(
-            tmp_path / "bundle-r1",
-            verdicts=VerdictStore(),
-            budget=budget(),
-            settings=settings(),
-            reasoning=reasoning,
-            run_id="r1",
-            client_factory=factory,
-        )
-    )
+    result, reasoning = run_scripted(tmp_path, proposer, lambda m, o: "VERDICT: APPROVE")
     [over] = consultations(reasoning, "prop")
     assert str(over.status) == "error" and "where the output cap was" in (over.diagnostic or "")
     assert result.tokens["output_tokens"] > 10_000  # charged for what was sent, not for nothing
@@ -400,26 +406,8 @@ def test_whatever_text_a_model_writes_the_run_records_it_safely(tmp_path: Path) 
         measure(measure_type="\x1b[2Jwipe", saving=20000),
     )
 
-    def factory(adv: Advisor, middleware: Any) -> Any:
-        answer = hostile if adv.id == "prop" else "VERDICT: REJECT — \x1b[31m"
-        return ScriptedChatClient(handler=lambda m, o: answer, middleware=list(middleware))
-
-    reasoning = session(
-        tmp_path,
-        advisor("prop", "http://unused.invalid/v1", ("propose",)),
-        advisor("check", "http://unused.invalid/v1", ("cost_review", "independent_reasoning")),
-    )
-    small_bundle(tmp_path / "bundle-r1")
-    result = asyncio.run(
-        run_project(
-            tmp_path / "bundle-r1",
-            verdicts=VerdictStore(),
-            budget=budget(),
-            settings=settings(max_attempts=1),
-            reasoning=reasoning,
-            run_id="r1",
-            client_factory=factory,
-        )
+    result, reasoning = run_scripted(
+        tmp_path, lambda m, o: hostile, lambda m, o: "VERDICT: REJECT — \x1b[31m", max_attempts=1
     )
     titles = [c.candidate.title for c in result.candidates]
     assert len(titles) == 3 and not any("PRIVATE KEY" in t or "\x1b" in t for t in titles)

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias, get_args
 
 __all__ = ["DEFAULT_ANSWER", "MODES", "FakeLLMServer", "Mode", "RecordedRequest"]
 
@@ -44,17 +44,7 @@ Mode: TypeAlias = Literal[
     "refuses_json_schema",
     "ignores_cap",
 ]
-MODES: Final[tuple[Mode, ...]] = (
-    "normal",
-    "slow",
-    "rate_limited",
-    "server_error",
-    "malformed",
-    "empty",
-    "unauthorized",
-    "refuses_json_schema",
-    "ignores_cap",
-)
+MODES: Final[tuple[Mode, ...]] = get_args(Mode)
 DEFAULT_ANSWER: Final = json.dumps(
     {
         "stance": "supports",

@@ -9,8 +9,6 @@ what the next run will meet.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -21,7 +19,7 @@ from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import Feature, negotiated, step_down
 from portfolio_optimiser.reasoning.transport import AdvisorError, UnsupportedForm, diagnostic_of
 
-from .clients._errors import map_sdk_errors
+from .clients._errors import map_sdk_errors, release
 from .state import adapter_cap_options, adapter_errors, adapter_module
 
 __all__ = ["Probe", "probe_advisor"]
@@ -65,12 +63,7 @@ async def _ask(advisor: Advisor, refused: Iterable[str]) -> Probe:
     try:
         return await _forms(advisor, client, errors, listed, refused)
     finally:
-        close = getattr(getattr(client, "client", None), "close", None)
-        if callable(close):
-            with contextlib.suppress(Exception):
-                result = close()
-                if inspect.isawaitable(result):
-                    await result
+        await release(client)
 
 
 async def _forms(

@@ -4,9 +4,7 @@ and the review share. Nothing here calls a model."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
-import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from portfolio_optimiser.reasoning.store import Admission, Store
 from portfolio_optimiser.reasoning.transport import AdvisorUnavailable
 
 from .budget import TokenMeter
+from .clients._errors import release
 from .outbound import OutboundMiddleware, TermsHolder, default_cap_options
 from .outcome import CandidateRun
 
@@ -169,13 +168,7 @@ class RunState:
     async def close_clients(self) -> None:
         """Close the SDK clients this run opened: a daemon runs for months, sockets must not pile up."""
         for client in self.clients.values():
-            close = getattr(getattr(client, "client", None), "close", None)
-            if not callable(close):
-                continue
-            with contextlib.suppress(Exception):
-                result = close()
-                if inspect.isawaitable(result):
-                    await result
+            await release(client)
         self.clients.clear()
 
     def terms_for(self, advisor: Advisor) -> TermsHolder:

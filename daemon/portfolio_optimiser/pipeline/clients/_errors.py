@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import importlib
+import inspect
 import json
 import math
 import re
@@ -60,6 +61,7 @@ __all__ = [
     "map_sdk_errors",
     "optional_attr",
     "parse_retry_after",
+    "release",
     "timeout_s",
     "translate",
 ]
@@ -271,6 +273,17 @@ def timeout_s(advisor: Advisor) -> float:
     """The client's own per-request timeout: ``options.timeout_seconds``, else 60 s."""
     value = advisor.options.get("timeout_seconds")
     return float(value) if isinstance(value, int | float) and value > 0 else DEFAULT_TIMEOUT_S
+
+
+async def release(client: object) -> None:
+    """Close the SDK client a MAF chat client holds (``.client``), if it can be closed."""
+    close = getattr(getattr(client, "client", None), "close", None)
+    if not callable(close):
+        return
+    with contextlib.suppress(Exception):
+        result = close()
+        if inspect.isawaitable(result):
+            await result
 
 
 @cache

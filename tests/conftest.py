@@ -1,8 +1,16 @@
-"""Shared test fixtures. No test reaches the network or needs a credential."""
+"""Shared test fixtures. No test reaches the network or needs a credential.
+
+The first is held, not hoped for: every socket a test opens in this process may connect only to
+the loopback range (127.0.0.0/8, ::1) or a Unix socket; anything else is refused before a packet
+leaves. Subprocesses (the daemon, the llama.cpp server) are started on 127.0.0.1 by the tests.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,3 +22,36 @@ EXAMPLES = REPO / "shared" / "examples"
 def _no_ambient_reasoning_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     # CI sets CI=true; tests that depend on the mode pin it themselves.
     monkeypatch.delenv("PORTFOLIO_OPTIMISER_REASONING_MODE", raising=False)
+
+
+class NetworkRefused(RuntimeError):
+    """A test tried to reach an address outside the loopback range."""
+
+
+def _loopback(address: Any) -> bool:
+    host = address[0] if isinstance(address, tuple) else address
+    try:
+        return ipaddress.ip_address(str(host).split("%", 1)[0]).is_loopback
+    except ValueError:
+        return str(host) == "localhost"
+
+
+@pytest.fixture(autouse=True)
+def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def refuse(sock: socket.socket, address: Any) -> None:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
+            raise NetworkRefused(f"a test tried to reach {address!r}; tests use 127.0.0.1 only")
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        refuse(sock, address)
+        real_connect(sock, address)
+
+    def connect_ex(sock: socket.socket, address: Any) -> int:
+        refuse(sock, address)
+        return real_connect_ex(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)

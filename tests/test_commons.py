@@ -97,3 +97,17 @@ def test_validator_decisions_fit_the_proposals_schema() -> None:
     }
     jsonschema.validate(document, schema)
     assert document["candidates"][-1]["validator"]["outcome"] == "rejected"
+
+
+def test_a_test_cannot_reach_beyond_loopback() -> None:
+    import socket
+
+    from .conftest import NetworkRefused
+
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as outside,
+        pytest.raises(NetworkRefused),
+    ):
+        outside.connect(("0.0.0.1", 9))  # unroutable: unguarded it fails locally, sending nothing
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as loopback:
+        assert loopback.connect_ex(("127.0.0.1", 9)) != 0  # allowed through; nothing listens

@@ -273,3 +273,48 @@ def test_check_verdict_names_an_id_the_workspace_does_not_await(
     assert main(["check-verdict", str(path), "--workspace", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "names no candidate awaiting a verdict" in err and err.count("\n") == 1
+
+
+def _families() -> list[type[BaseException]]:
+    import importlib
+    import pkgutil
+
+    import portfolio_optimiser
+    from portfolio_optimiser.errors import UserError
+
+    for module in pkgutil.walk_packages(portfolio_optimiser.__path__, "portfolio_optimiser."):
+        if module.name.endswith(("__main__", ".simulation")):
+            continue
+        importlib.import_module(module.name)
+    found, todo = [], list(UserError.__subclasses__())
+    while todo:
+        kind = todo.pop()
+        found.append(kind)
+        todo.extend(kind.__subclasses__())
+    return sorted(found, key=lambda k: k.__qualname__)
+
+
+@pytest.mark.loadbearing
+@pytest.mark.parametrize("error", _families(), ids=lambda k: k.__qualname__)
+def test_every_expected_failure_is_one_sentence_and_exit_1(
+    error: type[BaseException], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by a new user: VerdictFrontmatterError and OutputExists reached the CLI as "internal
+    # error ... please report it", because the CLI listed the user errors by hand.
+    instance = error.__new__(error)
+    Exception.__init__(instance, f"{error.__name__}: what went wrong, and what to do")
+
+    def raising(_args: object) -> int:
+        raise instance
+
+    monkeypatch.setattr("portfolio_optimiser.cli.commands.check_verdict", raising)
+    from portfolio_optimiser.cli import main
+
+    assert main(["check-verdict", "x.json"]) == 1
+    err = capsys.readouterr().err
+    assert err == f"portfolio-optimiser: {error.__name__}: what went wrong, and what to do\n"
+
+
+def test_the_family_holds_the_errors_users_met() -> None:
+    names = {kind.__name__ for kind in _families()}
+    assert {"VerdictFrontmatterError", "OutputExists", "BundleError", "LedgerError"} <= names

@@ -15,15 +15,8 @@ from typing import Any
 
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
-from portfolio_optimiser.context.errors import BundleError
-from portfolio_optimiser.context.verdict import VerdictError
-from portfolio_optimiser.daemon.archive import ArchiveError
-from portfolio_optimiser.daemon.claim import ClaimError
-from portfolio_optimiser.daemon.ledger import LedgerError
-from portfolio_optimiser.daemon.lock import LockHeld
-from portfolio_optimiser.pipeline.budget import SpendFileError
+from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
-from portfolio_optimiser.reasoning.store import Refusal
 
 from . import commands, daemon_commands, reasoning_commands
 
@@ -166,16 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(args)
     except ConfigError as exc:
         return fail(str(exc), EX_CONFIG)
-    except (
-        BundleError,
-        VerdictError,
-        Refusal,
-        SpendFileError,
-        LedgerError,
-        LockHeld,
-        ClaimError,
-        ArchiveError,
-    ) as exc:
+    except UserError as exc:  # every expected failure: one sentence, exit 1
         return fail(str(exc), 1)
     except KeyboardInterrupt:
         return 130

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from portfolio_optimiser.errors import UserError
+
 __all__ = [
     "BundleError",
     "BundleEscapeError",
@@ -11,7 +13,7 @@ __all__ = [
 ]
 
 
-class BundleError(Exception):
+class BundleError(UserError):
     """A bundle cannot be read as it is; ``str(exc)`` is the sentence to show the planner."""
 
 
@@ -27,5 +29,5 @@ class IRError(BundleError):
     """A concept's structured data (project, cost line, measure option) is malformed."""
 
 
-class IngestStampError(Exception):
+class IngestStampError(UserError):
     """A curated writer tried to forge the ingest stamp (``generated: true`` + ``ingest_manifest``)."""

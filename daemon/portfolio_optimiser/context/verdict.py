@@ -19,6 +19,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError as SchemaError
 from pydantic import BaseModel, ConfigDict, Field
 
+from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.resources import load_schema
 
 __all__ = ["APPROVING", "Decision", "Verdict", "VerdictError", "parse_verdict"]
@@ -33,7 +34,7 @@ class Decision(StrEnum):
 APPROVING = frozenset({Decision.APPROVED, Decision.APPROVED_WITH_ADJUSTMENT})
 
 
-class VerdictError(Exception):
+class VerdictError(UserError):
     """A verdict file cannot be used; ``str(exc)`` says where and how to fix it."""
 
 

@@ -31,6 +31,7 @@ from typing import IO, Final
 from portfolio_optimiser._atomic import fsync_dir
 from portfolio_optimiser.daemon.claim import TMP_PREFIX
 from portfolio_optimiser.daemon.filters import BUNDLE_INDEX
+from portfolio_optimiser.errors import UserError
 
 __all__ = ["MAX_MEMBERS", "MAX_TOTAL_BYTES", "ArchiveError", "extract_bundle", "is_archive"]
 
@@ -47,7 +48,7 @@ _MACOS_FORKS: Final = "__MACOSX"
 _RECREATE: Final = "re-create the archive from inside the bundle folder"
 
 
-class ArchiveError(Exception):
+class ArchiveError(UserError):
     """An archive cannot become a bundle; ``str()`` is one sentence naming the member and the fix."""
 
     def __init__(self, message: str, *, archive: Path, member: str | None = None) -> None:

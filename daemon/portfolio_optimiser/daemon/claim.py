@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from portfolio_optimiser._atomic import fsync_dir
+from portfolio_optimiser.errors import UserError
 
 __all__ = [
     "TMP_PREFIX",
@@ -54,7 +55,7 @@ _O_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK: Final = getattr(os, "O_NONBLOCK", 0)
 
 
-class ClaimError(Exception):
+class ClaimError(UserError):
     """An entry cannot be digested, claimed or released; the message says why and what to do."""
 
 

@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, get_args
 
+from portfolio_optimiser.errors import UserError
+
 __all__ = [
     "STATES",
     "CandidateInput",
@@ -80,7 +82,7 @@ CREATE TABLE IF NOT EXISTS candidates (
 """
 
 
-class LedgerError(Exception):
+class LedgerError(UserError):
     """The ledger database cannot be used; the message names the file and what to do."""
 
 

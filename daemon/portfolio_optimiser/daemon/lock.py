@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from portfolio_optimiser._text import strip_control
+from portfolio_optimiser.errors import UserError
 
 __all__ = ["LOCK_NAME", "Holder", "LockHeld", "WorkspaceLock", "read_holder"]
 
@@ -40,7 +41,7 @@ class Holder:
     command: str | None = None
 
 
-class LockHeld(RuntimeError):
+class LockHeld(UserError, RuntimeError):
     """Another process holds the workspace lock; the message says who and what to do."""
 
     def __init__(self, path: Path, holder: Holder) -> None:

@@ -25,6 +25,7 @@ from typing import Any, Final
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.verdict import Verdict
 from portfolio_optimiser.context.wiki import link_in_index, prepend_log, write_concept_file
+from portfolio_optimiser.errors import UserError
 
 from .verdict_store import CandidateKey, VerdictFrontmatterError, key_from_summary
 
@@ -35,7 +36,7 @@ VERDICTS_DIR: Final = "verdicts"
 _CANDIDATE_ID = re.compile(r"^c-[0-9a-f]{16}$")
 
 
-class PromotionRefused(Exception):
+class PromotionRefused(UserError):
     """A verdict may not enter the wiki; ``str(exc)`` is the one sentence saying why."""
 
 

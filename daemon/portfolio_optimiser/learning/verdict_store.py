@@ -44,6 +44,7 @@ from portfolio_optimiser.context.verdict import (
     VerdictError,
     parse_verdict,
 )
+from portfolio_optimiser.errors import UserError
 
 __all__ = [
     "KEY_FIELDS",
@@ -61,7 +62,7 @@ __all__ = [
 KEY_FIELDS: Final = ("affected_codes", "measure_type", "claimed_saving_nok")
 
 
-class VerdictFrontmatterError(ValueError):
+class VerdictFrontmatterError(UserError, ValueError):
     """A verdict declares a candidate key that names no candidate; ``str(exc)`` says where and why."""
 
 

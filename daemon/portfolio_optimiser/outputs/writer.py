@@ -30,6 +30,7 @@ import jsonschema
 
 from portfolio_optimiser._atomic import fsync_dir
 from portfolio_optimiser.context.decisions import Rejected
+from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.resources import commons_dir, load_schema
 
 from .report import SVG_NAME, Redactor, render_report, render_savings_svg, savings_by_code
@@ -46,7 +47,7 @@ _PROJECT_ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
 _RUN_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class OutputExists(FileExistsError):
+class OutputExists(UserError, FileExistsError):
     """The run folder already exists with different content; nothing was replaced."""
 
     def __init__(self, folder: Path) -> None:

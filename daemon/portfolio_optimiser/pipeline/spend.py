@@ -15,11 +15,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser.errors import UserError
 
 __all__ = ["Spend", "SpendFileError", "SpendRun", "read_spend", "write_spend"]
 
 
-class SpendFileError(Exception):
+class SpendFileError(UserError):
     """The spend file exists but is not a ledger we wrote; ``str(exc)`` names file and fix."""
 
     def __init__(self, path: Path, problem: str) -> None:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from portfolio_optimiser.errors import UserError
+
 from .availability import AvailabilityInputs, Outcome, derive_availability
 from .catalogue import Catalogue, Presence
 from .modes import ModeResolution
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 
-class Refusal(Exception):
+class Refusal(UserError):
     """One sentence a caller can act on; ``str(refusal)`` is that sentence."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from portfolio_optimiser._text import strip_control
+from portfolio_optimiser.errors import UserError
 
 __all__ = [
     "SECRET_SHAPES",
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 
-class RedactionRefused(ValueError):
+class RedactionRefused(UserError, ValueError):
     """The text carries a secret that redaction cannot make safe; nothing is written."""
 
 

@@ -318,3 +318,24 @@ def test_every_expected_failure_is_one_sentence_and_exit_1(
 def test_the_family_holds_the_errors_users_met() -> None:
     names = {kind.__name__ for kind in _families()}
     assert {"VerdictFrontmatterError", "OutputExists", "BundleError", "LedgerError"} <= names
+
+
+def test_check_bundle_shows_an_id_it_minted_and_every_problem_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from portfolio_optimiser.cli import main
+
+    bundle = tmp_path / "b"
+    shutil.copytree(REPO / "shared" / "examples" / "portfolio" / "lillevik-school", bundle)
+    first = next((bundle / "kuttliste").glob("k-01*.md"))
+    first.write_text(first.read_text("utf-8").replace("id: k-01\n", ""), "utf-8")
+    assert main(["check-bundle", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    assert f"note: kuttliste/{first.name}: no id; it is 'kuttliste-{first.stem.lower()}'" in out
+    for path in sorted((bundle / "kuttliste").glob("k-0[23]*.md")):
+        text = path.read_text("utf-8")
+        path.write_text(text.replace("measure_type:", "kind_of_measure:"), "utf-8")
+    assert main(["check-bundle", str(bundle)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("portfolio-optimiser: 2 problems in b; fix them all")
+    assert err.count("field measure_type is missing") == 2 and "types already used:" in err

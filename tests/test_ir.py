@@ -505,3 +505,64 @@ def test_a_dangling_symlink_names_the_file(tmp_path: Path) -> None:
     (root / "cost" / "dangling.md").symlink_to(root / "nowhere.md")
     message = expect_error(root, BundleError, "cost/dangling.md", "does not exist")
     assert "nowhere.md" in message
+
+
+# --- every problem at once ------------------------------------------------------------------------
+
+
+@pytest.mark.loadbearing
+def test_every_problem_of_a_bundle_is_reported_at_once_sorted_by_file(tmp_path: Path) -> None:
+    # Found by a new user: check-bundle named the missing id in one file, then after the fix the
+    # missing measure_type, then the next file: one round trip per problem.
+    root = make_bundle(
+        tmp_path / "b",
+        {
+            "cost/01.md": cost_line('"01"', "twelve"),
+            "cost/02.md": cost_line('"02"', "5000"),
+            "k/b-second.md": measure('affected_codes: ["02"]', "estimated_saving_nok: 100"),
+            "k/a-first.md": measure(
+                "measure_type: reuse", 'affected_codes: ["02"]', "estimated_saving_nok: lots"
+            ),
+            "notes.md": "---\n- not\n- a mapping\n---\n",
+        },
+    )
+    with pytest.raises(IRError) as caught:
+        load_ir_projections(root)
+    problems = caught.value.problems
+    assert len(problems) == 4, problems
+    assert [p.split(":")[0].split(" ")[0] for p in problems] == [
+        "cost/01.md",
+        "k/a-first.md",
+        "k/b-second.md",
+        "notes.md",
+    ]
+    assert str(caught.value).startswith("4 problems in b; fix them all")
+    assert "measure_type is missing" in problems[2] and "types already used: reuse" in problems[2]
+
+
+def test_a_missing_measure_type_is_offered_the_types_experts_judged(tmp_path: Path) -> None:
+    root = make_bundle(
+        tmp_path / "b",
+        {
+            "cost/02.md": cost_line('"02"', "5000"),
+            "k/k-01.md": measure("id: k-01", 'affected_codes: ["02"]', "estimated_saving_nok: 100"),
+        },
+    )
+    with pytest.raises(IRError) as caught:
+        load_ir_projections(root, known_types=["standardisation", "phasing"])
+    assert "types already used: phasing, standardisation" in str(caught.value)
+
+
+@pytest.mark.loadbearing
+def test_a_measure_option_without_an_id_gets_one_minted_from_its_path(tmp_path: Path) -> None:
+    files = {
+        "cost/02.md": cost_line('"02"', "5000"),
+        "kuttliste/K 01 Windows.md": measure(
+            "measure_type: standardisation", 'affected_codes: ["02"]', "estimated_saving_nok: 100"
+        ),
+    }
+    first = load_ir_projections(make_bundle(tmp_path / "a", files))
+    again = load_ir_projections(make_bundle(tmp_path / "b", files))
+    [option] = first.measure_options
+    assert option.id == "kuttliste-k-01-windows" and option.id_minted
+    assert again.measure_options[0].id == option.id  # stable: the same path, the same id

@@ -92,6 +92,12 @@ def _check_one(bundle: Path, config: Config) -> int:
         f"{counts[ProblemKind.BROKEN]} broken link(s) tolerated, {counts[ProblemKind.CYCLE]} cycle(s) ended, "
         f"{counts[ProblemKind.ESCAPE]} escaping link(s) refused"
     )
+    for option in project.measure_options:
+        if option.id_minted:
+            say(
+                f"    note: {option.source}: no id; it is {option.id!r}, minted from its path "
+                "(the same on every run; write id: to choose one)"
+            )
     for problem in navigation.problems:
         if problem.kind is ProblemKind.BROKEN:
             say(f"    note: {problem}")

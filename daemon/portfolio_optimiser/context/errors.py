@@ -26,7 +26,26 @@ class FrontmatterError(BundleError):
 
 
 class IRError(BundleError):
-    """A concept's structured data (project, cost line, measure option) is malformed."""
+    """A bundle's structured data (project, cost lines, measure options) is malformed.
+
+    It carries every problem found, like a compiler: ``problems`` are sentences sorted by file,
+    each naming the file and the field and saying what to write instead. One problem reads as its
+    sentence alone; several read as a count and a list.
+    """
+
+    def __init__(self, problems: str | list[str] | tuple[str, ...], *, bundle: str = "") -> None:
+        self.problems: tuple[str, ...] = (
+            (problems,) if isinstance(problems, str) else tuple(problems)
+        )
+        if len(self.problems) == 1:
+            text = self.problems[0]
+        else:
+            where = f" in {bundle}" if bundle else ""
+            text = (
+                f"{len(self.problems)} problems{where}; fix them all before dropping it again:\n"
+                + ("\n".join(f"- {problem}" for problem in self.problems))
+            )
+        super().__init__(text)
 
 
 class IngestStampError(UserError):

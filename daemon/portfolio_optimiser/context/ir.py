@@ -1,7 +1,10 @@
 """Project the IR out of a bundle: the project header, its cost lines and its kuttliste.
 
-Fail-fast: the first malformed concept raises :class:`IRError` naming the file and the field and
-saying what to write instead. Unknown keys and unknown types are tolerated (OKF §11). Every
+Every problem at once, like a compiler: all malformed concepts are reported in one
+:class:`IRError`, sorted by file, each naming the file and the field and saying what to write
+instead. A measure option without ``id`` gets one minted from its path (stable: the same file
+gives the same id on every run); a missing ``measure_type`` is reported with the types the bundle
+(and, when given, the wiki) already use. Unknown keys and unknown types are tolerated (OKF §11). Every
 markdown file inside the bundle is read, linked or not, so a cost line nobody linked still counts;
 a symlink that leads out of the bundle is refused.
 """
@@ -10,17 +13,19 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import BundleError, BundleEscapeError, IRError
+from .errors import BundleError, BundleEscapeError, FrontmatterError, IRError
 from .frontmatter import Concept, read_concept
 from .models import CostLine, MeasureOption, Project
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
 
-__all__ = ["bundle_files", "load_ir_projections"]
+__all__ = ["bundle_files", "load_ir_projections", "minted_id"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -34,7 +39,7 @@ _PROJECT_KEYS = (
     "total_budget_nok",
 )
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
-_MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k != "source")
+_MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})
 _NUMBER_HINT = "write a plain number without spaces or thousands separators, e.g. 12480000"
 
 
@@ -71,48 +76,114 @@ def bundle_files(root: Path) -> list[tuple[Path, str]]:
     return sorted(((p, r) for p, r in found.items()), key=lambda item: item[1])
 
 
-def load_ir_projections(root: Path) -> Project:
-    """Read the IR of the bundle at ``root``. Raises :class:`BundleError` subclasses."""
+def minted_id(rel: str) -> str:
+    """The id of a measure option that names none: its bundle path, as an id (stable)."""
+    stem = rel.removesuffix(".md").lower()
+    return re.sub(r"[^a-z0-9]+", "-", stem).strip("-") or "measure"
+
+
+def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Project:
+    """Read the IR of the bundle at ``root``. Raises :class:`BundleError` subclasses.
+
+    ``known_types`` are measure types used elsewhere (the wiki's), offered with the bundle's own
+    when a measure option names none.
+    """
     headers: list[Concept] = []
     lines: list[CostLine] = []
     options: list[MeasureOption] = []
+    problems: list[tuple[str, str]] = []
+    unreadable: set[str] = set()
+    """The problems that are frontmatter errors (a lone one keeps its own kind of error)."""
+    untyped: list[str] = []
+    types: set[str] = set()
     files = bundle_files(root)
     for path, rel in files:
         if path.name in RESERVED_NAMES:
             continue
         if path.stat().st_size > MAX_CONCEPT_BYTES:
-            raise BundleError(f"{rel}: is larger than {MAX_CONCEPT_BYTES // 1024} KiB; split it")
-        concept = read_concept(path, rel)
+            problems.append(
+                (rel, f"{rel}: is larger than {MAX_CONCEPT_BYTES // 1024} KiB; split it")
+            )
+            continue
+        try:
+            concept = read_concept(path, rel)
+        except FrontmatterError as exc:
+            problems.append((rel, str(exc)))
+            unreadable.add(str(exc))
+            continue
         kind = concept.type
         if kind == "project":
             headers.append(concept)
         elif kind == "cost-line":
-            lines.append(_build(CostLine, concept, _COST_LINE_KEYS))
+            lines.extend(_build(CostLine, concept, _COST_LINE_KEYS, problems))
         elif kind == "measure-option":
-            options.append(_build(MeasureOption, concept, _MEASURE_KEYS))
+            minted = (
+                {} if concept.frontmatter.get("id") else {"id": minted_id(rel), "id_minted": True}
+            )
+            declared = concept.frontmatter.get("measure_type")
+            if not declared:
+                untyped.append(rel)
+            elif isinstance(declared, str):
+                types.add(declared)
+            options.extend(
+                _build(MeasureOption, concept, _MEASURE_KEYS, problems, extra=minted, skip=untyped)
+            )
 
+    if untyped:
+        used = sorted(types | set(known_types))
+        offer = f" (types already used: {', '.join(used)})" if used else ""
+        problems += [
+            (
+                rel,
+                f"{rel}: field measure_type is missing; add 'measure_type: …', the kind of measure{offer}",
+            )
+            for rel in untyped
+        ]
     if not headers:
-        raise IRError(
-            f"{root.name}: no concept has 'type: project'; add a project.md with id, name and currency"
+        problems.append(
+            (
+                "",
+                f"{root.name}: no concept has 'type: project'; add a project.md with id, name and currency",
+            )
         )
     if len(headers) > 1:
         names = ", ".join(c.rel for c in headers)
-        raise IRError(f"{root.name}: more than one 'type: project' concept ({names}); keep one")
-    _unique(lines, "code", "cost line code")
-    _unique(options, "id", "measure option id")
-    concept = headers[0]
-    project = _build(
-        Project,
-        concept,
-        _PROJECT_KEYS,
-        extra={
-            "cost_lines": tuple(lines),
-            "measure_options": tuple(options),
-            "files": frozenset(rel for _, rel in files),
-        },
-    )
-    _check_header_figures(project, concept.rel)
+        problems.append(
+            ("", f"{root.name}: more than one 'type: project' concept ({names}); keep one")
+        )
+    problems += _duplicates(lines, "code", "cost line code")
+    problems += _duplicates(options, "id", "measure option id")
+    project = None
+    if len(headers) == 1:
+        concept = headers[0]
+        built = _build(
+            Project,
+            concept,
+            _PROJECT_KEYS,
+            problems,
+            extra={
+                "cost_lines": tuple(lines),
+                "measure_options": tuple(options),
+                "files": frozenset(rel for _, rel in files),
+            },
+        )
+        if built and not problems:
+            # Only over sound cost lines: a total that is off because a line failed is no news.
+            project = built[0]
+            problems += [(concept.rel, p) for p in _header_figures(project, concept.rel)]
+    if problems or project is None:
+        _raise_all(problems, unreadable, root.name)
+    assert project is not None
     return project
+
+
+def _raise_all(problems: list[tuple[str, str]], unreadable: set[str], bundle: str) -> None:
+    """One problem as its own kind of error; several as one IRError, sorted by file, each once
+    (a figure that is neither an int nor a float is two validation errors, one sentence)."""
+    ordered = list(dict.fromkeys(s for _rel, s in sorted(problems, key=lambda p: p[0])))
+    if len(ordered) == 1 and ordered[0] in unreadable:
+        raise FrontmatterError(ordered[0])
+    raise IRError(ordered, bundle=bundle)
 
 
 def _pick(concept: Concept, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -120,8 +191,18 @@ def _pick(concept: Concept, keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _build(
-    model: type[M], concept: Concept, keys: tuple[str, ...], *, extra: dict[str, Any] | None = None
-) -> M:
+    model: type[M],
+    concept: Concept,
+    keys: tuple[str, ...],
+    problems: list[tuple[str, str]],
+    *,
+    extra: dict[str, Any] | None = None,
+    skip: list[str] | None = None,
+) -> list[M]:
+    """The concept as ``model`` (a list of one), or no model and every problem noted.
+
+    A missing field listed in ``skip`` is reported by the caller, with its suggestions.
+    """
     data = _pick(concept, keys)
     for key in ("affected_codes",):
         if isinstance(data.get(key), list):
@@ -129,17 +210,38 @@ def _build(
     data["source"] = concept.rel
     data.update(extra or {})
     try:
-        return model.model_validate(data)
+        return [model.model_validate(data)]
     except ValidationError as exc:
-        raise IRError(_sentence(concept, exc)) from None
+        errors = exc.errors()
+        # An item's error ("affected_codes.0 is not text") says more than its list's; keep it alone.
+        itemised = {e["loc"][0] for e in errors if len([p for p in e["loc"] if not _tag(p)]) > 1}
+        errors = [
+            e
+            for e in errors
+            if e["loc"][:1] == ()
+            or e["loc"][0] not in itemised
+            or len([p for p in e["loc"] if not _tag(p)]) > 1
+        ]
+        for error in errors:
+            if (
+                error["type"] == "missing"
+                and skip is not None
+                and concept.rel in skip
+                and error["loc"][:1] == ("measure_type",)
+            ):
+                continue
+            problems.append((concept.rel, _sentence(concept, error)))
+        return []
 
 
-def _sentence(concept: Concept, exc: ValidationError) -> str:
-    """The first error of ``exc`` as one sentence a planner can act on."""
-    error = exc.errors()[0]
-    loc = [
-        str(part) for part in error["loc"] if str(part) not in {"int", "float", "tuple[str, ...]"}
-    ]
+def _tag(part: Any) -> bool:
+    """A union branch pydantic names in an error's location, not a field or an index."""
+    return str(part) in {"int", "float", "tuple[str, ...]"}
+
+
+def _sentence(concept: Concept, error: Any) -> str:
+    """One validation error as one sentence a planner can act on."""
+    loc = [str(part) for part in error["loc"] if not _tag(part)]
     field = loc[0] if loc else ""
     value = concept.frontmatter.get(field, None)
     where = f"{concept.rel} field {'.'.join(loc)}" if loc else concept.rel
@@ -168,22 +270,29 @@ def _sentence(concept: Concept, exc: ValidationError) -> str:
     return f"{where}:{shown} {message[0].lower() + message[1:]}"
 
 
-def _unique(items: list[Any], attr: str, what: str) -> None:
+def _duplicates(items: list[Any], attr: str, what: str) -> list[tuple[str, str]]:
     seen: dict[str, str] = {}
+    found = []
     for item in items:
         key = getattr(item, attr)
         if key in seen:
-            raise IRError(
-                f"{item.source}: {what} {key!r} is also used by {seen[key]}; each must be unique"
+            found.append(
+                (
+                    item.source,
+                    f"{item.source}: {what} {key!r} is also used by {seen[key]}; each must be unique",
+                )
             )
-        seen[key] = item.source
+        else:
+            seen[key] = item.source
+    return found
 
 
-def _check_header_figures(project: Project, rel: str) -> None:
+def _header_figures(project: Project, rel: str) -> list[str]:
+    found = []
     if project.base_estimate_nok is not None:
         total = project.cost_total_nok
         if not math.isclose(total, project.base_estimate_nok, abs_tol=0.5):
-            raise IRError(
+            found.append(
                 f"{rel} field base_estimate_nok: {project.base_estimate_nok!r} but the cost lines add "
                 f"up to {total:.0f}; correct the figure or the cost line that is wrong"
             )
@@ -192,7 +301,8 @@ def _check_header_figures(project: Project, rel: str) -> None:
         and project.p85_nok is not None
         and project.p85_nok < project.p50_nok
     ):
-        raise IRError(
+        found.append(
             f"{rel} field p85_nok: {project.p85_nok!r} is below p50_nok {project.p50_nok!r}; "
             "P85 (the cost frame) is never below P50"
         )
+    return found

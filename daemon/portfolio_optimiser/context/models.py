@@ -86,6 +86,8 @@ class MeasureOption(_IR):
     consequence: str | None = None
     description: str | None = None
     source: str = ""
+    id_minted: bool = False
+    """The file named no ``id``; this one was minted from its path (``ir.minted_id``)."""
 
     _amounts = field_validator("estimated_saving_nok", "quantity", "unit_price_nok")(
         lambda v: v if v is None else _finite(v)

@@ -56,7 +56,9 @@ async def run_project(
     client_factory: ClientFactory = default_client_factory,
 ) -> RunResult:
     """Run one project. Raises only for a bundle that cannot be read (``BundleError``)."""
-    project = load_ir_projections(bundle)
+    # The measure types experts have judged are offered when a kuttliste item names none.
+    judged = {v.key.measure_type for v in verdicts.approved() if v.key.measure_type}
+    project = load_ir_projections(bundle, known_types=judged)
     navigation = navigate_bundle(bundle)
     context = render_context(navigation, budget_chars=settings.context_chars)
     meter = TokenMeter(budget)

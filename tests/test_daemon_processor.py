@@ -633,3 +633,29 @@ def test_a_stop_asked_for_during_a_long_run_is_not_counted_as_a_crash(
         [item] = ledger.items()
         assert item.state == "claimed"  # finished at the next start, as before
         assert ledger.unfinished_starts(item.digest) == 0
+
+
+def test_explain_shows_the_verdict_when_the_expert_decided_it_and_who(
+    workspace: Workspace, processed: Processor, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by a new user: explain placed a verdict at the time the daemon read it, not at the
+    # decided_at the expert wrote, and never said who decided.
+    from portfolio_optimiser.cli import main
+
+    data = template(workspace) | {
+        "decision": "approved",
+        "rationale": "Checked.",
+        "reviewer": "KE",
+        "decided_at": "2026-11-29T08:30:00Z",
+    }
+    processed.observe(save_verdict(workspace, data))
+    assert (
+        main(["--workspace", str(workspace.root), "explain", "c-d67b7045b6ae3f01", "--json"]) == 0
+    )
+    out = capsys.readouterr().out
+    chain = json.loads(out[out.index("\n{") + 1 :] if not out.startswith("{") else out)
+    [verdict] = [s for s in chain["steps"] if s["kind"] == "verdict"]
+    assert (
+        verdict["recorded_at"] == "2026-11-29T08:30:00.000000Z"
+    )  # one time format, as explain shows
+    assert "approved by KE, decided 2026-11-29T08:30:00Z" in verdict["summary"]

@@ -279,12 +279,18 @@ def _verdict_steps(workspace: Path, ident: str) -> list[dict[str, Any]]:
     if ws.ledger_file.is_file():
         with Ledger.open(ws.ledger_file) as ledger:
             for row in ledger.verdict_history(ident):
+                written = _as_written(ws.inbox_verdicts / row.name, row.digest)
+                who = f" by {written.reviewer}" if written is not None else ""
+                decided = written.decided_at if written is not None else None
+                when = f", decided {decided}" if decided else ""
                 steps.append(
                     {
                         "kind": "verdict",
-                        "recorded_at": row.recorded_at,
+                        # On the timeline when the expert decided, not when the daemon read it.
+                        "recorded_at": decided or row.recorded_at,
                         "id": row.name,
-                        "summary": f"expert verdict {row.decision} ({row.name})",
+                        "summary": f"expert verdict {row.decision}{who}{when} ({row.name}; read "
+                        f"{_utc(row.recorded_at)})",
                     }
                 )
     page = ws.wiki / "verdicts" / f"{ident}.md"
@@ -301,6 +307,24 @@ def _verdict_steps(workspace: Path, ident: str) -> list[dict[str, Any]]:
             }
         )
     return steps
+
+
+def _as_written(path: Path, digest: str) -> Any:
+    """The verdict the ledger recorded, read back from its file; None if it changed or went."""
+    import hashlib
+
+    from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != digest:
+        return None  # edited since: its fields now are not the ones that row recorded
+    try:
+        return parse_verdict(data, path.name)
+    except VerdictError:
+        return None
 
 
 def _utc(stamp: str) -> str:

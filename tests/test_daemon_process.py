@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import zipfile
 from collections.abc import Iterator
@@ -693,3 +694,47 @@ def test_sighup_reloads_the_config_and_a_bad_one_is_refused_while_the_old_stays(
 
     daemon.popen.send_signal(signal.SIGTERM)
     assert daemon.wait(10) == 0
+
+
+@pytest.mark.loadbearing
+def test_once_waits_for_a_bundle_copied_in_place_and_processes_it_in_that_call(
+    tmp_path: Path,
+) -> None:
+    # Found by a new user: `cp -r b inbox/projects/ && once` exited 75 and processed nothing.
+    # A quiet period longer than `once` takes to start: the bundle is still settling at its scan.
+    ws = make_workspace(tmp_path / "ws", stability_seconds=2.5)
+    age_tree(copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT), 0)  # written just now
+    result = run_cli("once", ws)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [item.state for item in ledger_items(ws, "bundle")] == ["done"]
+
+
+def test_once_no_wait_reports_what_is_settling_and_exits_75(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws", stability_seconds=30)
+    age_tree(copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT), 0)  # written just now
+    result = run_cli("once", ws, "--no-wait")
+    assert result.returncode == 75, result.stdout + result.stderr
+    assert f"{PROJECT}: still changing" in result.stdout
+    assert ledger_items(ws, "bundle") == []
+
+
+def test_once_gives_up_on_a_bundle_that_keeps_changing_and_exits_75(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")  # waits at most 0.3 s + 2 s
+    target = copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        for i in range(100):
+            if stop.wait(0.1):
+                return
+            (target / "notes.md").write_text(f"still copying {i}\n", "utf-8")
+
+    writer = threading.Thread(target=keep_writing, daemon=True)
+    writer.start()
+    try:
+        result = run_cli("once", ws)
+    finally:
+        stop.set()
+        writer.join(5)
+    assert result.returncode == 75, result.stdout + result.stderr
+    assert f"{PROJECT}: still changing" in result.stdout

@@ -74,7 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         daemon_commands.run,
     )
     _command(
-        sub, "once", "process everything ready in the inbox now, then exit", daemon_commands.once
+        sub,
+        "once",
+        "process everything in the inbox (waiting for what is still settling), then exit",
+        daemon_commands.once,
+    ).add_argument(
+        "--no-wait",
+        action="store_true",
+        help="do not wait for inputs still settling: report them and exit 75 (for cron)",
     )
     demo = _command(
         sub,

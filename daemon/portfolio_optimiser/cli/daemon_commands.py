@@ -57,7 +57,10 @@ def once(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         report = run_once(
-            Workspace.at(args.workspace), config, log=get_logger("portfolio_optimiser")
+            Workspace.at(args.workspace),
+            config,
+            log=get_logger("portfolio_optimiser"),
+            wait=not args.no_wait,
         )
     except LockHeld as exc:
         print(f"portfolio-optimiser: {exc}", file=sys.stderr)

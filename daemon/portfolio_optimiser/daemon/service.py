@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config, ConfigError, load_config
@@ -48,6 +48,12 @@ class OnceReport:
         return not self.pending
 
 
+ONCE_POLL_S: Final = 0.2
+ONCE_MARGIN_S: Final = 2.0
+"""Beyond the quiet period: a copy that pauses a moment is still waited for, one that goes on
+and on is not (``once`` then exits 75 and says what is still changing)."""
+
+
 def run_once(
     workspace: Workspace,
     config: Config,
@@ -56,8 +62,16 @@ def run_once(
     clock: Callable[[], float] = time.time,
     client_factory: ClientFactory = default_client_factory,
     environ: dict[str, str] | None = None,
+    wait: bool = True,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> OnceReport:
-    """Process everything in the inbox that is ready now; report what is still settling."""
+    """Process everything in the inbox, waiting for what is still settling; report what still is.
+
+    ``cp -r b inbox/projects/ && once`` processes ``b`` in that call: an input that is settling is
+    watched (rescanned every ``ONCE_POLL_S``) until it has been quiet for its quiet period, bounded
+    by the longest quiet period plus ``ONCE_MARGIN_S``. What is still changing then is reported
+    (exit 75). ``wait=False`` (``once --no-wait``) reports it at once, for cron.
+    """
     admission_for(config, now=datetime.now(UTC), environ=environ)  # a bad mode word: exit 78 first
     workspace.ensure()
     with WorkspaceLock(workspace.state):
@@ -68,6 +82,12 @@ def run_once(
             processor.scan()
             processor.settle_by_age()
             processor.step()
+            quiet_s = max(config.daemon.stability_seconds, config.daemon.verdict_quiet_seconds)
+            deadline = time.monotonic() + quiet_s + ONCE_MARGIN_S
+            while wait and processor.pending() and time.monotonic() < deadline:
+                sleep(ONCE_POLL_S)
+                processor.scan()
+                processor.step()
             report = OnceReport(results=list(processor.history))
             report.pending = sorted(
                 [

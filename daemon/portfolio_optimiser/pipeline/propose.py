@@ -94,7 +94,7 @@ def propose_locally(run: RunState, verdicts: VerdictStore) -> None:
         _gate(run, candidate, attempt=1)
 
 
-async def _proposal_plan(run: RunState, context: str) -> StoredRecord:
+async def _proposal_plan(run: RunState, context: str) -> tuple[AssessmentInput, StoredRecord]:
     assessment = await run.arecord(
         AssessmentInput(
             # A per-run question: the model's proposals are this run's, never a standing answer.
@@ -111,14 +111,16 @@ async def _proposal_plan(run: RunState, context: str) -> StoredRecord:
             capabilities=("propose",),
         )
     )
-    return await run.arecord(PlanInput(assessment=assessment.id))
+    body = assessment.body
+    assert isinstance(body, AssessmentInput)
+    return body, await run.arecord(PlanInput(assessment=assessment.id))
 
 
 async def propose_with_model(
     run: RunState, context: str, learned: str, verdicts: VerdictStore
 ) -> StopReason | None:
     """Add a proposer's candidates to the local ones; None when the plan selected no proposer."""
-    plan = await _proposal_plan(run, context)
+    assessed, plan = await _proposal_plan(run, context)
     stored = plan.body
     assert isinstance(stored, StoredPlan)
     if stored.outcome is not PlanOutcome.CONSULT:
@@ -132,13 +134,10 @@ async def propose_with_model(
     run.proposal_plan = plan.id
     source = DataSource.from_config(run.settings.data_source, root=run.bundle, project=run.project)
     tools = datasource_tools(source)
-    assessment = run.reasoning.store.load().by_id(stored.assessment)
     question = Question(
         subject=f"savings in {run.project.id} beyond its local rules",
-        hypothesis=f"{run.project.id} has savings measures its own list does not name",
-        evidence=assessment.body.evidence
-        if assessment is not None and isinstance(assessment.body, AssessmentInput)
-        else (),
+        hypothesis=assessed.hypothesis,
+        evidence=assessed.evidence,
     )
     consulted: list[StoredRecord] = []
     prior_rejection: str | None = None

@@ -382,3 +382,20 @@ def processes_in(directory: Path) -> Iterator[Processes]:
         yield processes
     finally:
         processes.close()
+
+
+def config_with_local_server(path: Path, base_url: str) -> Path:
+    """The packaged default with its local OpenAI-compatible advisor pointed at ``base_url``
+    directly (``options.base_url``), so no test names the variable a user would set."""
+    text = DEFAULT_CONFIG.read_text("utf-8")
+    start = text.index('id = "openai-compatible-local"')
+    end = text.index("[[advisors]]", start)
+    block = re.sub(r"(?m)^credential_env = .*\n", "", text[start:end])
+    block, count = re.subn(
+        r"(?m)^options = \{ base_url_env = \"\w+\"",
+        f'options = {{ base_url = "{base_url}"',
+        block,
+    )
+    assert count == 1, "the default's local advisor changed shape"
+    path.write_text(text[:start] + block + text[end:], encoding="utf-8")
+    return path

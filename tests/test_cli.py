@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from portfolio_optimiser.cli import main
+from portfolio_optimiser.cli import commands, main
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.resources import commons_dir
 
@@ -41,36 +41,6 @@ def tree(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
-
-
-# --- demo ---------------------------------------------------------------------------------------
-
-
-def test_demo_runs_every_example_project_and_says_what_it_proves(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    assert main(["demo", "--into", str(tmp_path / "demo")]) == 0
-    out, err = capsys.readouterr()
-    assert err == ""
-    for bundle in EXAMPLE_BUNDLES:
-        assert f"{load_ir_projections(bundle).id}: " in out
-    assert "in its hypothesis prompt: yes" in out
-    assert "Control (empty wiki): marker in its hypothesis prompt: no" in out
-    assert "not prove" in out
-    assert "\x1b" not in out
-
-
-def test_demo_leaves_the_commons_and_the_current_folder_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    before = tree(PORTFOLIO)
-    monkeypatch.chdir(tmp_path)
-    target = tmp_path / "demo"
-    assert main(["demo", "--into", str(target)]) == 0
-    assert [p.name for p in tmp_path.iterdir()] == ["demo"]
-    assert tree(PORTFOLIO) == before
-    assert (target / "bundles" / "wiki" / "index.md").is_file()
 
 
 # --- check-verdict ------------------------------------------------------------------------------
@@ -339,3 +309,22 @@ def test_check_bundle_shows_an_id_it_minted_and_every_problem_at_once(
     err = capsys.readouterr().err
     assert err.startswith("portfolio-optimiser: 2 problems in b; fix them all")
     assert err.count("field measure_type is missing") == 2 and "types already used:" in err
+
+
+def test_an_internal_error_is_one_line_naming_where_its_scrubbed_traceback_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = "sk-" + "proj-" + "c" * 24
+
+    def broken(_args: object) -> int:
+        raise KeyError(f"boom {key}")
+
+    monkeypatch.setattr(commands, "check_bundle", broken)
+    assert main(["--workspace", str(tmp_path), "check-bundle", str(tmp_path)]) == 70
+    line = one_stderr_line(capsys.readouterr().err)
+    assert "internal error (KeyError" in line and "please report it" in line and key not in line
+    kept = Path(line.split("its traceback is in ", 1)[1].split(";", 1)[0])
+    assert kept.parent == tmp_path / ".state" / "tracebacks"
+    text = kept.read_text("utf-8")
+    assert "Traceback (most recent call last)" in text and "def broken" not in line
+    assert "in broken" in text and key not in text

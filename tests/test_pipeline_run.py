@@ -336,3 +336,31 @@ def test_a_candidate_an_expert_rejected_is_not_proposed_again(tmp_path: Path) ->
     )
     assert second.candidates == ()
     assert any("an expert rejected it" in note for note in second.notes)
+
+
+@pytest.mark.loadbearing
+def test_what_experts_taught_is_kept_as_the_prompt_carried_it(tmp_path: Path) -> None:
+    from portfolio_optimiser.context.verdict import Decision
+    from portfolio_optimiser.learning import LearnedVerdict
+    from portfolio_optimiser.learning.verdict_store import CandidateKey
+
+    bundle = small_bundle(tmp_path / "b")
+    first = run(bundle, session(tmp_path, PROPOSER, CHECKER, mode=Mode.CI), {})
+    assert first.learned == ""  # nothing taught yet: nothing claimed
+    [only] = first.candidates
+    store = VerdictStore()
+    store.add(
+        LearnedVerdict(
+            candidate_id=only.candidate.id,
+            decision=Decision.APPROVED,
+            rationale="Checked against the framework agreement (marker QX-1).",
+            reviewer="KE",
+            key=CandidateKey.from_candidate(only.candidate),
+            source=tmp_path / "v.json",
+        )
+    )
+    second = run(
+        bundle, session(tmp_path / "s2", PROPOSER, CHECKER, mode=Mode.CI), {}, verdicts=store
+    )
+    assert "QX-1" in second.learned
+    assert second.learned in second.hypothesis_prompts[0]

@@ -1,7 +1,9 @@
-"""``python -m portfolio_optimiser.simulation``: the offline two-run simulation (see
-:mod:`portfolio_optimiser.pipeline.simulation`)."""
+"""``python -m portfolio_optimiser.simulation``: the same as ``portfolio-optimiser demo`` (see
+:mod:`portfolio_optimiser.daemon.demo`), under the name the design has always given it."""
 
-from portfolio_optimiser.pipeline.simulation import main
+import sys
+
+from portfolio_optimiser.cli import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(["demo", *sys.argv[1:]]))

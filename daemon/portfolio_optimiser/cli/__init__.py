@@ -86,14 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo = _command(
         sub,
         "demo",
-        "run the example portfolio offline twice, with a promoted expert verdict between the runs",
+        "the example portfolio through the daemon: runs, a verdict, its promotion, a project that learns",
         commands.demo,
     )
     demo.add_argument(
         "--into",
         type=Path,
         metavar="DIR",
-        help="build the demo workspace here (default: a new temporary folder)",
+        help="build the demo workspace here, a new or empty folder (default: a new "
+        "portfolio-optimiser-demo folder in the current one; --workspace DIR works too)",
     )
     _command(
         sub,
@@ -156,7 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def fail(message: str, code: int) -> int:
-    print(f"portfolio-optimiser: {strip_control(message)}", file=sys.stderr)
+    from portfolio_optimiser.reasoning.redaction import safe_text
+
+    print(f"portfolio-optimiser: {safe_text(strip_control(message))}", file=sys.stderr)
     return code
 
 
@@ -177,8 +180,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except (
-        Exception
-    ) as exc:  # a defect: say so in one line, keep the traceback out of the user's way
-        return fail(f"internal error ({type(exc).__name__}: {exc}); please report it", EX_SOFTWARE)
+    except Exception as exc:  # a defect: one line, and the traceback kept where the line says
+        kept = _keep_traceback(getattr(args, "workspace", None))
+        where = f"its traceback is in {kept}" if kept else "its traceback could not be written"
+        return fail(
+            f"internal error ({type(exc).__name__}: {exc}); {where}; please report it with that file",
+            EX_SOFTWARE,
+        )
     return code
+
+
+def _keep_traceback(workspace: Path | None) -> Path | None:
+    """The current exception's traceback, scrubbed, in the workspace's state (else the temp
+    folder): the user sees one sentence, the report still has everything a developer needs."""
+    import os
+    import tempfile
+    import time
+    import traceback
+
+    from portfolio_optimiser._atomic import publish_text
+    from portfolio_optimiser.reasoning.redaction import safe_text
+
+    text = safe_text(strip_control(traceback.format_exc()))
+    name = f"internal-error-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
+    folders = [Path(tempfile.gettempdir())]
+    if workspace is not None:
+        from portfolio_optimiser.daemon.workspace import Workspace
+
+        folders.insert(0, Workspace.at(workspace).state / "tracebacks")
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            publish_text(folder / name, text)
+        except OSError:
+            continue
+        return folder / name
+    return None

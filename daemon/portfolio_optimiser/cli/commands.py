@@ -151,22 +151,27 @@ def check_bundle(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
-    """The embedded default, end to end and offline: see ``pipeline.simulation``."""
-    import asyncio
-    import tempfile
-
-    from portfolio_optimiser.pipeline.simulation import render_report, simulate
+    """The embedded default through the daemon's own path: see ``daemon.demo``."""
+    from portfolio_optimiser.daemon.demo import demo_folder, render_demo, run_demo
+    from portfolio_optimiser.daemon.logging import configure_logging, get_logger
+    from portfolio_optimiser.daemon.workspace import Workspace
 
     config = resolve_config(args)
-    target: Path = args.into or Path(tempfile.mkdtemp(prefix="portfolio-optimiser-demo-"))
-    if args.into is not None and target.exists() and any(target.iterdir()):
-        # A second demo into the same folder would start with the first one's wiki: run A would
-        # not be the empty-wiki run it says it is.
-        print(
-            f"portfolio-optimiser: {target} is not empty; give demo a new or empty folder",
-            file=sys.stderr,
-        )
-        return 1
-    report = asyncio.run(simulate(target, config=config))
-    say(render_report(report))
-    return 0 if report.marker_reached_run_b and not report.marker_in_control else 1
+    # --workspace is global (default: the current folder); only one given explicitly is taken.
+    given = args.into or (args.workspace if args.workspace != Path() else None)
+    root = demo_folder(given, cwd=Path.cwd()).absolute()
+    root.mkdir(parents=True, exist_ok=True)
+    state = Workspace.at(root).state
+    state.mkdir(parents=True, exist_ok=True)
+    log_file = state / "demo.log"
+    with log_file.open("a", encoding="utf-8") as stream:
+        configure_logging(json=True, stream=stream)
+        try:
+            report = run_demo(
+                root, config, log=get_logger("portfolio_optimiser"), log_file=log_file, progress=say
+            )
+        finally:
+            configure_logging()
+    say("")
+    say(render_demo(report))
+    return 0 if report.proven else 1

@@ -259,7 +259,9 @@ class Processor:
         elif outcome.state is VerdictState.REPORTED:
             self.verdict_quiet.forget(path)
             self.log.warning("verdict refused", file=path.name, problem=outcome.message)
-        return ItemResult(path.name, "verdict", outcome.state.value, outcome.message)
+        return ItemResult(
+            path.name, "verdict", outcome.state.value, outcome.message, outcome.promoted
+        )
 
     # -- bundles ---------------------------------------------------------------------------------
 

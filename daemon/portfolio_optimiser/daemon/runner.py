@@ -28,12 +28,14 @@ from portfolio_optimiser.pipeline.run import (
     RunSettings,
     run_project,
 )
+from portfolio_optimiser.reasoning.availability import AdvisorState
 from portfolio_optimiser.reasoning.environment import admission_for
+from portfolio_optimiser.reasoning.store import Admission, Store, availability_now
 
 if TYPE_CHECKING:  # the processor calls these; typing only, no import cycle at run time
     from .processor import Processor
 
-__all__ = ["learning_store", "run_pipeline"]
+__all__ = ["learning_store", "open_circuits", "run_pipeline"]
 
 
 def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
@@ -56,7 +58,8 @@ def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
         ),
         spent=spend.spent_tokens,
     )
-    return asyncio.run(
+    before = open_circuits(processor.reasoning_store, admission)
+    result = asyncio.run(
         run_project(
             bundle,
             verdicts=learning_store(processor),
@@ -68,6 +71,37 @@ def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
             client_factory=processor.client_factory,
         )
     )
+    # A circuit opened by this run is an operator's business: the journal says so once, here.
+    for advisor, state in open_circuits(processor.reasoning_store, admission).items():
+        if state.circuit is not None and (
+            advisor not in before or before[advisor].circuit != state.circuit
+        ):
+            processor.log.warning(
+                "advisor circuit opened",
+                advisor=advisor,
+                opened_by=str(state.circuit.opened_by),
+                failures=state.circuit.failures,
+                until=state.circuit.until.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                reason=state.reason,
+                run=run_id,
+            )
+    if result.budget_stop:
+        processor.log.warning(
+            "run stopped by its budget",
+            project=result.project_id,
+            run=run_id,
+            which=result.budget_stop,
+        )
+    return result
+
+
+def open_circuits(store: Store, admission: Admission) -> dict[str, AdvisorState]:
+    """The advisors whose circuit is open now (cooling down, not yet recovering), by id."""
+    return {
+        s.advisor: s
+        for s in availability_now(store.load(), admission)
+        if s.circuit is not None and not s.recovering
+    }
 
 
 def learning_store(processor: Processor) -> VerdictStore:

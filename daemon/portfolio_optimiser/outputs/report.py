@@ -229,6 +229,27 @@ def _heard(result: RunResult, red: Redactor) -> list[str]:
     return ["## What the checker said", "", *lines, ""] if lines else []
 
 
+def _learned(result: RunResult, red: Redactor) -> list[str]:
+    """What the fold put into the hypothesis prompt, quoted, or that nothing related yet."""
+    heading = ["## What experts taught this run", ""]
+    if not result.learned.strip():
+        return [
+            *heading,
+            "No expert verdict relates to this project yet; an approved or rejected verdict on "
+            "the same cost codes will be carried here, and into the proposer's prompt, next time.",
+            "",
+        ]
+    text = red.text(result.learned, "what experts taught")
+    lines = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#")).strip().splitlines()
+    return [
+        *heading,
+        "The proposer's prompt carried this block (it is what models are told of expert verdicts):",
+        "",
+        *(f"> {_md(line)}" if line.strip() else ">" for line in lines),
+        "",
+    ]
+
+
 def _bar_chart(bars: Sequence[tuple[str, Decimal]]) -> list[str]:
     if not bars:
         return ["No validated savings to chart."]
@@ -319,6 +340,7 @@ def render_report(
         *_table(result, red),
         "",
         *_heard(result, red),
+        *_learned(result, red),
         "## Validated savings by cost code",
         "",
         *_bar_chart(bars),

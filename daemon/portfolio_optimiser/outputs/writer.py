@@ -159,6 +159,9 @@ def _provenance(result: RunResult, red: Redactor, stamp: str) -> dict[str, Any]:
         "models": list(result.models),
         # What redaction withheld from the text sent to models: the kinds, never the values.
         "withheld_from_models": list(result.withheld),
+        # What experts taught, exactly as the hypothesis prompt carried it (the fold, DESIGN §4):
+        # the one way a verdict reaches a model, kept so a reader can see what the run was told.
+        "learned": result.learned,
         "attempts": result.attempts,
         "tokens": dict(sorted(result.tokens.items())),
         "stop_reason": result.stop_reason,

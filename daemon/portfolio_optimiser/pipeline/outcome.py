@@ -66,3 +66,5 @@ class RunResult(BaseModel):
     """Why the run used no model's proposal although it looked for one."""
     withheld: tuple[str, ...] = ()
     """Kinds of secret withheld from what was sent to models (never the values)."""
+    learned: str = ""
+    """The block of what experts taught that the hypothesis prompt carried ("" when nothing)."""

@@ -121,6 +121,7 @@ async def run_project(
         proposer=run.proposer,
         local_because=run.local_because,
         withheld=tuple(sorted(run.withheld)),
+        learned=learned,
         candidates=tuple(run.outcomes),
         stop_reason=stop,
         budget_stop=budget_stop,

@@ -1,7 +1,7 @@
 """Adapter ``scripted``, and the deterministic chat client built on MAF's layered base: middleware and tools run as they do on
 the real clients (a bare ``BaseChatClient`` silently drops both), and every call reports usage.
 
-Tests, ``demo`` and the simulation drive the real pipeline with it. A *handler* sees the messages
+The maker's side of a debate speaks through it, and tests drive the real pipeline with it. A *handler* sees the messages
 of each call (instructions prepended as a system message, as the real clients do) and returns the
 reply: text, or a ready ``ChatResponse`` (for tool calls or structured output).
 """

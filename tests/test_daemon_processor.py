@@ -659,3 +659,43 @@ def test_explain_shows_the_verdict_when_the_expert_decided_it_and_who(
         verdict["recorded_at"] == "2026-11-29T08:30:00.000000Z"
     )  # one time format, as explain shows
     assert "approved by KE, decided 2026-11-29T08:30:00Z" in verdict["summary"]
+
+
+def break_three_files(bundle: Path) -> list[str]:
+    """Three problems in three files of the example school; the files, bundle-relative."""
+    changes = {
+        "cost/07-utendors.md": ("amount_nok: ", "amount_nok: twelve #"),
+        "kuttliste/k-02-simplified-cladding.md": ("measure_type: simplification\n", ""),
+        "kuttliste/k-03-reuse-excavated-masses.md": (
+            "estimated_saving_nok: ",
+            "estimated_saving_nok: lots #",
+        ),
+    }
+    for rel, (old, new) in changes.items():
+        path = bundle / rel
+        text = path.read_text("utf-8")
+        assert old in text, rel
+        path.write_text(text.replace(old, new, 1), "utf-8")
+    return sorted(changes)
+
+
+@pytest.mark.loadbearing
+def test_three_problems_in_three_files_are_all_named_by_check_bundle_and_the_quarantine(
+    workspace: Workspace, processor: Processor, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from portfolio_optimiser.cli import main
+
+    checked = workspace.root.parent / "checked"
+    shutil.copytree(SCHOOL, checked)
+    files = break_three_files(checked)
+    assert main(["check-bundle", str(checked)]) == 1
+    said = capsys.readouterr().err
+    assert "3 problems in checked" in said
+    assert all(f in said for f in files), said
+
+    files = break_three_files(drop_bundle(workspace, "broken"))
+    [result] = settle(processor, clock)
+    assert result.state == "failed"
+    report = (workspace.failed / "broken.error.txt").read_text("utf-8")
+    assert "3 problems in broken" in report
+    assert all(f in report for f in files), report

@@ -83,9 +83,9 @@ def test_the_demo_ends_with_the_file_to_open_and_the_next_command(
     demo_run: tuple[Path, int, list[str]],
 ) -> None:
     ws, _code, out = demo_run
-    opened = out[-3].removeprefix("Open first: ")
+    opened = out[-2].removeprefix("Open first: ")
     assert opened.endswith("report.md") and Path(opened).is_file()
-    assert f"portfolio-optimiser run --workspace {ws}" in out[-2]
+    assert out[-1] == f"Next: portfolio-optimiser run --workspace {ws}"
     assert "The runs were local: no model is configured" in "\n".join(out)
     assert "\x1b" not in "\n".join(out)
 

@@ -330,8 +330,11 @@ def render_demo(report: DemoReport) -> str:
         "model proposes or judges.",
         f"The daemon's log of these passes: {report.log}",
         "",
+        "To go on, start the daemon on this workspace (Next, below), then fill in a template from",
+        "outbox/runs/*/*/verdicts/ and save it into inbox/verdicts/, or drop your own bundle into",
+        "inbox/projects/; each is processed as it arrives.",
+        "",
         f"Open first: {report.learning.report}",
-        f"Go on: portfolio-optimiser run --workspace {root}  (then edit a template in",
-        "outbox/runs/*/*/verdicts/ and save it into inbox/verdicts/, or drop your own bundle into inbox/projects/)",
+        f"Next: portfolio-optimiser run --workspace {root}",
     ]
     return "\n".join(lines)

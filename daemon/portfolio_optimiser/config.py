@@ -18,6 +18,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
+from .context.reference import ReferenceRule
 from .resources import default_config_path, load_schema
 
 __all__ = ["EX_CONFIG", "Config", "ConfigError", "load_config", "parse_config"]
@@ -66,6 +67,16 @@ class Context(_Section):
     budget_chars: int = 24_000
 
 
+class Reference(_Section):
+    min_comparables: int = 4
+    threshold: float = 3.5
+    min_excess: float = 0.10
+    min_spread: float = 0.02
+
+    def rule(self) -> ReferenceRule:
+        return ReferenceRule(**self.model_dump())
+
+
 class Daemon(_Section):
     stability_seconds: float = 5.0
     rescan_seconds: float = 60.0
@@ -82,6 +93,7 @@ class Config(_Section):
     data_source: dict[str, Any] = Field(default_factory=lambda: {"kind": "bundle"})
     reasoning: Reasoning = Reasoning()
     context: Context = Context()
+    reference: Reference = Reference()
     daemon: Daemon = Daemon()
     source: str = ""
 

@@ -37,6 +37,7 @@ _PROJECT_KEYS = (
     "p50_nok",
     "p85_nok",
     "total_budget_nok",
+    "category",
 )
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
 _MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})

@@ -104,6 +104,14 @@ class Project(_IR):
     p50_nok: Money | None = None
     p85_nok: Money | None = None
     total_budget_nok: Money | None = None
+    category: str | None = Field(default=None, max_length=60)
+    """What kind of project (school, road, hospital): comparables come from the same kind first."""
+
+    @field_validator("category", mode="before")
+    @classmethod
+    def _one_spelling(cls, value: object) -> object:
+        return " ".join(value.lower().split()) or None if isinstance(value, str) else value
+
     cost_lines: tuple[CostLine, ...] = ()
     measure_options: tuple[MeasureOption, ...] = ()
     files: frozenset[str] = frozenset()

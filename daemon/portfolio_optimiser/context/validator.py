@@ -13,7 +13,7 @@ rule and the recomputed numbers, so the reasoning can be redone by hand.
 | saving_within_cost | the saving is above what the affected lines cost together |
 | arithmetic | quantity × unit price is given and differs from the saving by more than 0.5 NOK, or an affected line's own quantity × unit price differs from its amount |
 | no_double_counting | the same candidate or kuttliste item is already counted, or with the accepted candidates that share its codes it claims more than those lines cost |
-| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it |
+| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no reference class of the portfolio or its median gives less than the saving claimed |
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from urllib.parse import unquote
 from ._allocation import assignable
 from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
 from .models import Candidate, Money, Project
+from .reference import LINK_PREFIX, ReferenceIndex, check_reference
 
 __all__ = ["ARITHMETIC_TOLERANCE_NOK", "validate_candidate", "validate_candidates"]
 
@@ -45,12 +46,14 @@ def _nok(value: Decimal) -> str:
     return format(value.normalize(), "f") if value == value.to_integral() else format(value, "f")
 
 
-def validate_candidates(candidates: Iterable[Candidate], project: Project) -> list[Decision]:
+def validate_candidates(
+    candidates: Iterable[Candidate], project: Project, *, references: ReferenceIndex | None = None
+) -> list[Decision]:
     """Validate a run's candidates in order; each is checked against those accepted before it."""
     accepted: list[Candidate] = []
     decisions: list[Decision] = []
     for candidate in candidates:
-        decision = validate_candidate(candidate, project, accepted=accepted)
+        decision = validate_candidate(candidate, project, accepted=accepted, references=references)
         if isinstance(decision, Accepted):
             accepted.append(candidate)
         decisions.append(decision)
@@ -58,14 +61,24 @@ def validate_candidates(candidates: Iterable[Candidate], project: Project) -> li
 
 
 def validate_candidate(
-    candidate: Candidate, project: Project, *, accepted: Sequence[Candidate] = ()
+    candidate: Candidate,
+    project: Project,
+    *,
+    accepted: Sequence[Candidate] = (),
+    references: ReferenceIndex | None = None,
 ) -> Decision:
-    """Check one candidate; ``accepted`` are the run's candidates already counted."""
+    """Check one candidate; ``accepted`` are the run's candidates already counted, and
+    ``references`` the portfolio's reference classes (``reference:`` evidence resolves there)."""
     with localcontext(_PRECISION):
-        return _validate(candidate, project, accepted)
+        return _validate(candidate, project, accepted, references)
 
 
-def _validate(candidate: Candidate, project: Project, accepted: Sequence[Candidate]) -> Decision:
+def _validate(
+    candidate: Candidate,
+    project: Project,
+    accepted: Sequence[Candidate],
+    references: ReferenceIndex | None,
+) -> Decision:
     codes = tuple(dict.fromkeys(candidate.affected_codes))
     if candidate.project_id != project.id:
         # A candidate for another project has no codes here, whatever they happen to be called.
@@ -91,7 +104,7 @@ def _validate(candidate: Candidate, project: Project, accepted: Sequence[Candida
         if cost_known and saving_ok
         else _skipped(Rule.NO_DOUBLE_COUNTING)
     )
-    checks.append(_evidence_inside_bundle(candidate, project))
+    checks.append(_evidence_inside_bundle(candidate, project, references))
     receipt = Receipt(candidate_id=candidate.id, project_id=project.id, checks=tuple(checks))
     failed = next((c for c in checks if c.outcome is RuleOutcome.FAILED), None)
     if failed is None:
@@ -271,13 +284,24 @@ def _overlapping(candidate: Candidate, accepted: Sequence[Candidate]) -> list[Ca
     return [c for c in accepted if c in group]
 
 
-def _evidence_inside_bundle(candidate: Candidate, project: Project) -> RuleCheck:
+def _evidence_inside_bundle(
+    candidate: Candidate, project: Project, references: ReferenceIndex | None
+) -> RuleCheck:
     if not candidate.evidence:
         return _failed(
             Rule.EVIDENCE_INSIDE_BUNDLE,
             "no evidence link is given; name at least one concept of the bundle the figures come from",
         )
     for link in candidate.evidence:
+        if link.startswith(LINK_PREFIX):
+            wrong = (
+                check_reference(candidate, project, references, link)
+                if references is not None
+                else f"evidence link {link!r} names a reference class, and this check had none"
+            )
+            if wrong is not None:
+                return _failed(Rule.EVIDENCE_INSIDE_BUNDLE, wrong)
+            continue
         rel = evidence_path(link)
         if rel is None:
             return _failed(Rule.EVIDENCE_INSIDE_BUNDLE, f"evidence link {link!r} leaves the bundle")
@@ -287,7 +311,7 @@ def _evidence_inside_bundle(candidate: Candidate, project: Project) -> RuleCheck
             )
     return _passed(
         Rule.EVIDENCE_INSIDE_BUNDLE,
-        f"{len(candidate.evidence)} evidence link(s) resolve inside the bundle",
+        f"{len(candidate.evidence)} evidence link(s) resolve inside the bundle or the portfolio",
     )
 
 

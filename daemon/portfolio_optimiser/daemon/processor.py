@@ -41,8 +41,9 @@ from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, claim, content_digest, original_name, release, same_filesystem
 from .filters import InboxFilter
 from .ledger import Ledger, LedgerError, next_backoff_s
+from .portfolio import Portfolio
 from .published import Published
-from .runner import run_pipeline
+from .runner import learning_store, run_pipeline
 from .stability import StabilityTracker, snapshot
 from .verdicts import VerdictState, ingest_verdict
 from .workspace import Workspace
@@ -102,6 +103,12 @@ class Processor:
         self.running_digest: str | None = None
         """The bundle whose pipeline run is under way (its start counted in the ledger)."""
         self.reasoning_store = Store(ws.state)
+        self.portfolio = Portfolio(ws, self.config, self.log, lambda: learning_store(self))
+        if not (ws.references / "index.md").is_file() and ws.bundles_projects.is_dir():
+            self.portfolio.rebuild()  # a workspace from before reference classes existed
+        self.reruns_due = True
+        """Whether ingested projects may be due a new run (the portfolio moved under them); read
+        from the ledger at the next step, so a crash loses nothing."""
         # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim|during-run|after-outputs|after-spend
         # makes the process die (os._exit(137), as if SIGKILLed) at that point, so the crash-safety
         # tests can kill a run between two durable steps. Read once; unset in production.
@@ -205,8 +212,55 @@ class Processor:
                 break
             if entry.exists():
                 results.append(self.process_bundle(entry))
+        if self.reruns_due and not self.bundles.pending_count and not stop():
+            # After the inbox: a portfolio still filling up would make each rerun stale at once.
+            results.extend(self._reruns(stop))
         self.history.extend(results)
         return results
+
+    def _reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
+        """A new run for each ingested project the portfolio moved under (its identity is new)."""
+        self.reruns_due = False
+        results = []
+        for folder, identity in self.portfolio.due(self.ledger):
+            if stop():
+                self.reruns_due = True
+                break
+            refusal = self._budget_refusal()
+            if refusal is not None:
+                self.waiting[f"{folder.name} (rerun)"] = refusal
+                self.log.info("rerun waits", project=folder.name, reason=refusal)
+                break
+            results.append(self._rerun(folder, identity))
+        return results
+
+    def _rerun(self, folder: Path, identity: str) -> ItemResult:
+        name = folder.name
+        now = _iso(self.clock())
+        known = self.ledger.get(identity) or self.ledger.begin(
+            identity, kind="bundle", name=name, now=now
+        )
+        if self.ledger.unfinished_starts(identity) >= CRASHES_TO_QUARANTINE:
+            # The ingested project stays where it is; only this identity is given up.
+            why = (
+                f"{name}: its rerun stopped the daemon {CRASHES_TO_QUARANTINE} times; not run again"
+            )
+            self.ledger.finish_run(identity)
+            self.ledger.mark(identity, "failed", now=now, error=why)
+            self.log.error("rerun given up", project=name, problem=why)
+            return ItemResult(name, "rerun", "failed", why)
+        self.log.info("rerun: the portfolio moved under an ingested project", project=name)
+        try:
+            result = self._run(folder, identity, known.first_seen, name)
+        except Exception as exc:
+            why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
+            self.log.error("rerun failed", project=name, exc_info=exc)
+            self.ledger.mark(identity, "failed", now=_iso(self.clock()), error=why)
+            return ItemResult(name, "rerun", "failed", why)
+        finally:
+            self.ledger.finish_run(identity)
+            self.running_digest = None
+        return ItemResult(name, "rerun", result.state, result.message, result.output)
 
     def has_work(self) -> bool:
         """Whether ``step`` would find something to do now."""
@@ -214,6 +268,8 @@ class Processor:
         if self.recovery_due:
             return True
         if self._due_retries(now):
+            return True
+        if self.reruns_due and not self.bundles.pending_count:
             return True
         return any(t.seconds_until_next(now=now) == 0.0 for t in (self.bundles, self.verdict_quiet))
 
@@ -248,6 +304,7 @@ class Processor:
         )
         if outcome.state is VerdictState.INGESTED:
             self.verdict_quiet.forget(path)
+            self.reruns_due = True  # what experts taught may add a candidate somewhere
             self.log.info(
                 "verdict ingested",
                 file=path.name,
@@ -318,7 +375,7 @@ class Processor:
         now = self.clock()
         self._fault("after-claim")
         try:
-            digest = content_digest(claimed)
+            content = content_digest(claimed)
         except ClaimError as exc:  # a symlink, a pipe or a device inside the bundle
             return self._quarantine(claimed, name, None, str(exc))
         except (OSError, ValueError) as exc:
@@ -330,14 +387,21 @@ class Processor:
             )
         oversized = self._oversized(claimed, name)
         if oversized is not None:
-            return self._quarantine(claimed, name, digest, oversized)
+            return self._quarantine(claimed, name, content, oversized)
+        try:
+            # The run's identity: its content and the portfolio inputs that shape its candidates.
+            bundle = self._bundle_root(claimed)
+            digest = self.portfolio.identity(bundle, content)
+        except (BundleError, ArchiveError) as exc:
+            return self._quarantine(claimed, name, content, str(exc))
         known = self.ledger.get(digest)
-        if known is not None and known.state == "done" and not self._settled(digest, known.detail):
+        if known is not None and known.state == "done" and not self._settled(content, known.detail):
             # Done, but a crash came before the bundle moved to bundles/projects/: finish that.
             project_id = (known.detail or "").split(" run ", 1)[0]
             self._settle_input(claimed, project_id)
             return ItemResult(name, "bundle", "done", f"finished after a restart ({known.detail})")
         if known is not None and known.state == "done":
+            shutil.rmtree(claimed.with_name(f".{claimed.name}.d"), ignore_errors=True)
             destination = release(claimed, self.workspace.duplicates / name)
             publish_text(
                 destination.with_name(destination.name + ".duplicate.txt"),
@@ -369,7 +433,6 @@ class Processor:
                 "daemon's log (journalctl) says what ended the process",
             )
         try:
-            bundle = self._bundle_root(claimed)
             result = self._run(bundle, digest, first_seen, name)
         except (BundleError, ArchiveError) as exc:
             return self._quarantine(claimed, name, digest, str(exc))
@@ -493,7 +556,8 @@ class Processor:
             detail=f"{summary.project_id} run {run_id}",
             output=str(summary.folder),
         )
-        self._settle_input(bundle, summary.project_id)
+        if bundle != self.workspace.bundles_projects / summary.project_id:
+            self._settle_input(bundle, summary.project_id)  # a rerun's bundle is already there
         self.log.info(
             "bundle processed",
             bundle=name,
@@ -523,6 +587,8 @@ class Processor:
             archive = bundle.with_name(bundle.name[1:].removesuffix(".d"))
             if archive.exists():
                 archive.unlink()  # the unpacked bundle now lives in bundles/projects/
+        self.portfolio.rebuild()
+        self.reruns_due = True
 
     def _quarantine(
         self, claimed: Path, name: str, digest: str | None, sentence: str

@@ -89,6 +89,11 @@ class Workspace:
         return self.root / "bundles" / "projects"
 
     @property
+    def references(self) -> Path:
+        """Generated reference classes, beside the projects and outside the curated wiki."""
+        return self.root / "bundles" / "reference"
+
+    @property
     def wiki(self) -> Path:
         return self.root / "bundles" / "wiki"
 

@@ -208,6 +208,7 @@ def _origin(origin: str) -> str:
         "measure-option": f"your list ({name})",
         "model": f"model ({name})",
         "verdict": "learned from a verdict",
+        "reference": f"reference prices ({name})",
     }.get(kind, origin or "unknown")
 
 
@@ -227,6 +228,46 @@ def _heard(result: RunResult, red: Redactor) -> list[str]:
             lines.append(f"- `{run.candidate.id}` — {who}: **{heard.position}**")
             lines += [f"  - {_md(red.text(reason, where))}" for reason in heard.reasons]
     return ["## What the checker said", "", *lines, ""] if lines else []
+
+
+def _references(result: RunResult, red: Redactor) -> list[str]:
+    """Each reference-price candidate with the comparables it was measured against."""
+    lines: list[str] = []
+    for run in result.candidates:
+        reference = result.references.get(run.candidate.id)
+        if reference is None:
+            continue
+        cand = run.candidate
+        among = (
+            f"{reference.category} projects" if reference.category else "projects, every category"
+        )
+        lines += [
+            f"### `{cand.id}`: {_md(red.text(cand.title, 'a candidate title'))}",
+            "",
+            f"{_md(red.text(cand.rationale, 'a candidate rationale'))}",
+            "",
+            f"Compared with {reference.n} other {among}: median "
+            f"{format_nok(reference.median)} NOK per {_md(reference.unit)}.",
+            "",
+            "| project | line | unit price (NOK) |",
+            "|---|---|---:|",
+            *(
+                f"| {_md(red.text(c.project_id, 'a project id'))} | "
+                f"{_md(red.text(c.source, 'a comparable'))} | {format_nok(c.unit_price_nok)} |"
+                for c in sorted(reference.comparables, key=lambda c: c.unit_price_nok)
+            ),
+            "",
+        ]
+    if not lines:
+        return []
+    return [
+        "## Reference prices",
+        "",
+        "Lines priced well above the same cost code and unit in the portfolio's other projects "
+        "(their comparables below; a line is never its own reference):",
+        "",
+        *lines,
+    ]
 
 
 def _learned(result: RunResult, red: Redactor) -> list[str]:
@@ -340,6 +381,7 @@ def render_report(
         *_table(result, red),
         "",
         *_heard(result, red),
+        *_references(result, red),
         *_learned(result, red),
         "## Validated savings by cost code",
         "",

@@ -13,6 +13,7 @@ from typing import Any
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
+from portfolio_optimiser.context.reference import ReferenceIndex, reference_candidates
 
 __all__ = ["learned_candidates", "local_candidates", "local_review"]
 
@@ -58,8 +59,11 @@ def learned_candidates(project: Project, approved: Iterable[Any]) -> list[Candid
     return found
 
 
-def local_candidates(project: Project, approved: Iterable[Any]) -> list[Candidate]:
-    """The kuttliste first, then learned measures not already on it (same codes and type)."""
+def local_candidates(
+    project: Project, approved: Iterable[Any], references: ReferenceIndex | None = None
+) -> list[Candidate]:
+    """The kuttliste first, then learned measures not already on it (same codes and type), then
+    the lines priced well above their reference class."""
     own = kuttliste_candidates(project)
     seen = {(frozenset(c.affected_codes), c.measure_type) for c in own}
     extra = [
@@ -67,7 +71,8 @@ def local_candidates(project: Project, approved: Iterable[Any]) -> list[Candidat
         for c in learned_candidates(project, approved)
         if (frozenset(c.affected_codes), c.measure_type) not in seen
     ]
-    return own + extra
+    benchmarked = reference_candidates(project, references) if references is not None else []
+    return own + extra + benchmarked
 
 
 def local_review(candidate: Candidate, decision: Decision) -> dict[str, Any]:

@@ -67,7 +67,9 @@ def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictSto
 
 
 def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
-    decision = validate_candidate(candidate, run.project, accepted=run.accepted)
+    decision = validate_candidate(
+        candidate, run.project, accepted=run.accepted, references=run.references
+    )
     if isinstance(decision, Accepted):
         run.accepted.append(candidate)
     materiality = materiality_of(float(candidate.claimed_saving_nok), run.project, run.settings)
@@ -86,7 +88,7 @@ def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
 def propose_locally(run: RunState, verdicts: VerdictStore) -> None:
     """Gate every candidate of the local rules; no cap cuts the planner's own list."""
     run.attempts = max(run.attempts, 1)
-    for candidate in local_candidates(run.project, verdicts.approved()):
+    for candidate in local_candidates(run.project, verdicts.approved(), run.references):
         skip = _settled_elsewhere(run, candidate, verdicts)
         if skip is not None:
             run.notes.append(skip)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
+from portfolio_optimiser.context.reference import ReferenceIndex, references_of
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import VerdictStore
@@ -54,6 +55,7 @@ async def run_project(
     run_id: str,
     portfolio_meter: PortfolioMeter | None = None,
     client_factory: ClientFactory = default_client_factory,
+    references: ReferenceIndex | None = None,
 ) -> RunResult:
     """Run one project. Raises only for a bundle that cannot be read (``BundleError``)."""
     # The measure types experts have judged are offered when a kuttliste item names none.
@@ -72,6 +74,7 @@ async def run_project(
         meter=meter,
         middleware=[BudgetMiddleware(meter, portfolio_meter)],
         client_factory=client_factory,
+        references=references or ReferenceIndex(),
     )
     # What navigation refused or could not find is said in the run's notes (and so in the report),
     # as check-bundle says it: a refused link is never followed, but never silent either.
@@ -122,6 +125,11 @@ async def run_project(
         local_because=run.local_because,
         withheld=tuple(sorted(run.withheld)),
         learned=learned,
+        references={
+            c.candidate.id: ref
+            for c in run.outcomes
+            for ref in references_of(c.candidate, project, run.references)
+        },
         candidates=tuple(run.outcomes),
         stop_reason=stop,
         budget_stop=budget_stop,

@@ -13,6 +13,7 @@ from typing import Any
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.models import Candidate, Project
+from portfolio_optimiser.context.reference import ReferenceIndex
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import negotiated, refused_by
 from portfolio_optimiser.reasoning.policy import Materiality
@@ -157,6 +158,8 @@ class RunState:
     proposal_plan: str | None = None
     local_because: str | None = None
     """Why no model's proposal was used, when one was looked for."""
+    references: ReferenceIndex = field(default_factory=ReferenceIndex)
+    """The portfolio's reference classes: a source of candidates and of evidence to check."""
 
     def record(self, draft: Any) -> StoredRecord:
         return self.reasoning.store.record(self.task, draft, self.reasoning.ctx)

@@ -1,0 +1,118 @@
+"""The ingested portfolio as the daemon sees it: its projects, their reference classes, and the
+identity of a run (DESIGN §3, "Run identity").
+
+Decides: what a run's identity is — the bundle's content hash, and the version of the portfolio
+inputs that shaped its candidates offline (the reference-price and learned candidates the local
+rules give it now, by id). A bundle nothing in the portfolio shapes keeps its content hash as its
+identity. And which ingested projects are due a new run: those whose identity is not yet in the
+ledger, because the reference classes or the approved verdicts moved under them. Their unchanged
+candidates are reused by the reasoning records, so a rerun with nothing new consults nobody.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.pipeline.local import local_candidates
+
+from .claim import ClaimError, content_digest
+from .ledger import Ledger
+from .references import publish_reference_classes, read_reference_classes
+from .workspace import Workspace
+
+__all__ = ["Portfolio", "portfolio_version", "run_identity"]
+
+
+def portfolio_version(project: Project, references: ReferenceIndex, verdicts: VerdictStore) -> str:
+    """The ids of the candidates the portfolio adds to the project's own list; "" when none."""
+    added = sorted(
+        c.id
+        for c in local_candidates(project, verdicts.approved(), references)
+        if not c.origin.startswith("measure-option:")
+    )
+    if not added:
+        return ""
+    return hashlib.sha256("\n".join(added).encode()).hexdigest()[:16]
+
+
+def run_identity(content: str, version: str) -> str:
+    """The ledger's key for a run: the content hash alone while nothing in the portfolio shapes
+    the bundle, else a hash of both (so a moved portfolio is a new run, never a duplicate)."""
+    if not version:
+        return content
+    return hashlib.sha256(f"{content}\x00{version}".encode()).hexdigest()
+
+
+@dataclass
+class Portfolio:
+    workspace: Workspace
+    config: Config
+    log: Any
+    verdicts: Callable[[], VerdictStore]
+    """The learning store as a run would see it now (the wiki and the ledger's verdicts)."""
+    _projects: dict[str, tuple[str, Project]] = field(default_factory=dict)
+    """Ingested projects by folder name: (content hash, IR), reloaded when the content changes."""
+
+    def projects(self) -> dict[str, tuple[Path, str, Project]]:
+        """Every ingested project that loads: folder name → (folder, content hash, IR)."""
+        root = self.workspace.bundles_projects
+        found: dict[str, tuple[Path, str, Project]] = {}
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            if folder.name.startswith("."):
+                continue  # .superseded/ and other bookkeeping
+            try:
+                content = content_digest(folder)
+                cached = self._projects.get(folder.name)
+                project = (
+                    cached[1]
+                    if cached is not None and cached[0] == content
+                    else load_ir_projections(folder)
+                )
+            except (BundleError, ClaimError, OSError) as exc:
+                self.log.warning(
+                    "ingested project left out of the portfolio",
+                    project=folder.name,
+                    problem=str(exc),
+                )
+                continue
+            self._projects[folder.name] = (content, project)
+            found[folder.name] = (folder, content, project)
+        return found
+
+    def rebuild(self) -> ReferenceIndex:
+        """Publish the reference classes of every ingested project (the processor's job alone)."""
+        projects = [project for _folder, _content, project in self.projects().values()]
+        return publish_reference_classes(
+            self.workspace.references, projects, self.config.reference.rule()
+        )
+
+    def references(self) -> ReferenceIndex:
+        return read_reference_classes(
+            self.workspace.references, self.config.reference.rule(), log=self.log
+        )
+
+    def identity(self, bundle: Path, content: str) -> str:
+        """The run identity of a bundle about to run (raises ``BundleError`` for a bad one)."""
+        project = load_ir_projections(bundle)
+        return run_identity(content, portfolio_version(project, self.references(), self.verdicts()))
+
+    def due(self, ledger: Ledger) -> list[tuple[Path, str]]:
+        """Ingested projects whose identity has no finished run: (folder, identity), by name."""
+        references, verdicts = self.references(), self.verdicts()
+        due = []
+        for folder, content, project in self.projects().values():
+            identity = run_identity(content, portfolio_version(project, references, verdicts))
+            known = ledger.get(identity)
+            if known is None or known.state not in {"done", "failed"}:
+                due.append((folder, identity))
+        return due

@@ -1,0 +1,141 @@
+"""The portfolio's reference classes on disk: ``bundles/reference/``, generated, never curated.
+
+Decides: where the classes live (beside the projects, outside the wiki, so nothing written here
+ever reaches the learning fold), their exact bytes (one page per (code, unit) class, sorted, with
+the ingest stamp ``generated: true`` + ``ingest_manifest`` naming the projects they were built
+from), and that a rebuild is deterministic and complete: built from every project in
+``bundles/projects/`` and stale pages removed. The processor is their one writer, after a project
+settles; a run reads them back, so a run sees the portfolio as it was last published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.reference import Comparable, ReferenceIndex, ReferenceRule
+
+__all__ = ["CLASS_TYPE", "index_digest", "publish_reference_classes", "read_reference_classes"]
+
+CLASS_TYPE: Final = "reference-class"
+_INDEX: Final = "index.md"
+
+
+def _page_name(code: str, unit: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in ".-_" else "_" for ch in f"{code}@{unit}")
+    return f"{safe}.md"
+
+
+def _render(
+    code: str, unit: str, comparables: Iterable[Comparable], manifest: dict[str, Any]
+) -> str:
+    rows = list(comparables)
+    frontmatter = {
+        "type": CLASS_TYPE,
+        "title": f"Reference class {code} per {unit}",
+        "code": code,
+        "unit": unit,
+        "generated": True,
+        "ingest_manifest": manifest,
+        "comparables": [
+            {
+                "project_id": c.project_id,
+                "source": c.source,
+                "unit_price_nok": c.unit_price_nok,
+                "category": c.category,
+            }
+            for c in rows
+        ],
+    }
+    header = yaml.safe_dump(frontmatter, sort_keys=False, allow_unicode=True, width=100)
+    table = [
+        "| project | category | line | unit price (NOK) |",
+        "|---|---|---|---:|",
+        *(
+            f"| {c.project_id} | {c.category or ''} | {c.source} | {c.unit_price_nok:,.0f} |".replace(
+                ",", " "
+            )
+            for c in rows
+        ),
+    ]
+    body = (
+        f"# Reference class {code} per {unit}\n\nGenerated from every ingested project with a line "
+        f"{code} priced per {unit}; rebuilt when the portfolio changes. Do not edit: the next "
+        "rebuild replaces this page.\n\n" + "\n".join(table)
+    )
+    return f"---\n{header}---\n\n{body}\n"
+
+
+def publish_reference_classes(
+    root: Path, projects: Iterable[Project], rule: ReferenceRule
+) -> ReferenceIndex:
+    """Rebuild every class page under ``root`` from ``projects``; return the index they hold."""
+    chosen = sorted(projects, key=lambda p: p.id)
+    index = ReferenceIndex.of(chosen, rule)
+    manifest = {
+        "built_from": [p.id for p in chosen],
+        "portfolio_digest": index_digest(index),
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    wanted: dict[str, str] = {}
+    for (code, unit), comparables in index.classes.items():
+        wanted[_page_name(code, unit)] = _render(code, unit, comparables, manifest)
+    for name, text in wanted.items():
+        page = root / name
+        if not page.is_file() or page.read_text("utf-8") != text:
+            publish_text(page, text)
+    listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
+    index_text = (
+        "---\ntype: index\ntitle: Reference classes\n---\n\n# Reference classes\n\n"
+        "Unit prices by cost code and unit across the portfolio, generated.\n\n" + listing + "\n"
+    )
+    if not (root / _INDEX).is_file() or (root / _INDEX).read_text("utf-8") != index_text:
+        publish_text(root / _INDEX, index_text)
+    for stale in sorted(root.glob("*.md")):
+        if stale.name != _INDEX and stale.name not in wanted:
+            stale.unlink()
+    return index
+
+
+def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> ReferenceIndex:
+    """The published classes; a page that does not read is skipped and named."""
+    classes: dict[tuple[str, str], tuple[Comparable, ...]] = {}
+    if not root.is_dir():
+        return ReferenceIndex({}, rule)
+    for page in sorted(root.glob("*.md")):
+        if page.name == _INDEX:
+            continue
+        try:
+            meta = read_concept(page, page.name).frontmatter
+            if meta.get("type") != CLASS_TYPE:
+                continue
+            classes[(str(meta["code"]), str(meta["unit"]))] = tuple(
+                Comparable(
+                    project_id=str(c["project_id"]),
+                    source=str(c.get("source") or ""),
+                    unit_price_nok=float(c["unit_price_nok"]),
+                    category=c.get("category"),
+                )
+                for c in meta["comparables"]
+            )
+        except (BundleError, OSError, KeyError, TypeError, ValueError) as exc:
+            log.warning("reference class page skipped", page=page.name, problem=str(exc))
+    return ReferenceIndex({k: classes[k] for k in sorted(classes)}, rule)
+
+
+def index_digest(index: ReferenceIndex) -> str:
+    """A digest of every comparable: the version of the reference classes."""
+    h = hashlib.sha256()
+    for (code, unit), comparables in index.classes.items():
+        h.update(f"{code}\x00{unit}\x00".encode())
+        for c in comparables:
+            h.update(f"{c.project_id}\x00{c.unit_price_nok!r}\x00{c.category}\x00".encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,103 @@
+"""A generated portfolio through the daemon: the reference classes are published, every planted
+line gets its candidate with its comparables, and a moved portfolio reruns what it moved."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.service import run_once
+from portfolio_optimiser.daemon.workspace import Workspace
+
+from .synthetic import SyntheticPortfolio, generate
+
+ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
+
+
+def once(ws: Workspace) -> list[object]:
+    report = run_once(ws, load_config(), log=structlog.get_logger("test"), environ=ENV)
+    assert not report.pending
+    return report.results
+
+
+def latest_runs(ws: Workspace) -> dict[str, Path]:
+    """Each project's newest run folder (run ids sort by the day, then by nothing: use mtime)."""
+    found = {}
+    for project in sorted((ws.outbox / "runs").iterdir()):
+        runs = sorted(project.iterdir(), key=lambda p: (p / "proposals.json").stat().st_mtime_ns)
+        found[project.name] = runs[-1]
+    return found
+
+
+@pytest.fixture(scope="module")
+def portfolio_run(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Workspace, SyntheticPortfolio, list[object]]]:
+    root = tmp_path_factory.mktemp("refs")
+    ws = Workspace.at(root / "ws", environ={})
+    ws.ensure()
+    portfolio = generate(7, n_projects=15)
+    for p in portfolio.projects:
+        p.write(ws.inbox_projects / p.project_id)
+    results = once(ws)
+    yield ws, portfolio, results
+
+
+@pytest.mark.loadbearing
+def test_every_planted_line_gets_its_candidate_with_its_comparables(
+    portfolio_run: tuple[Workspace, SyntheticPortfolio, list[object]],
+) -> None:
+    ws, portfolio, _results = portfolio_run
+    found: set[tuple[str, str]] = set()
+    for project_id, run in latest_runs(ws).items():
+        proposals = json.loads((run / "proposals.json").read_text("utf-8"))
+        report = (run / "report.md").read_text("utf-8")
+        for c in proposals["candidates"]:
+            if c["measure_type"] == "reference_price" and c["validator"]["outcome"] == "accepted":
+                found.add((project_id, c["affected_codes"][0]))
+                assert f"### `{c['id']}`" in report  # with its comparables under it
+        if any(pid == project_id for pid, _code in portfolio.planted):
+            assert (
+                "## Reference prices" in report
+                and "| project | line | unit price (NOK) |" in report
+            )
+    assert portfolio.planted <= found
+    assert len(found & portfolio.planted) >= 0.8 * len(found)
+
+
+def test_the_classes_are_generated_pages_outside_the_wiki(
+    portfolio_run: tuple[Workspace, SyntheticPortfolio, list[object]],
+) -> None:
+    ws, portfolio, _results = portfolio_run
+    pages = sorted(p for p in ws.references.glob("*.md") if p.name != "index.md")
+    assert pages and not list(ws.wiki.rglob("*reference*"))
+    meta = read_concept(pages[0], pages[0].name).frontmatter
+    assert meta["generated"] is True and meta["type"] == "reference-class"
+    assert sorted(meta["ingest_manifest"]["built_from"]) == sorted(
+        p.project_id for p in portfolio.projects
+    )
+
+
+@pytest.mark.loadbearing
+def test_projects_the_portfolio_moved_under_get_a_new_run_and_a_second_once_does_nothing(
+    portfolio_run: tuple[Workspace, SyntheticPortfolio, list[object]],
+) -> None:
+    ws, _portfolio, results = portfolio_run
+    reruns = [r for r in results if getattr(r, "kind", "") == "rerun"]
+    assert reruns and all(getattr(r, "state", "") == "done" for r in reruns)
+    ledger = Ledger.open(ws.ledger_file)
+    try:
+        runs = [i for i in ledger.items() if i.kind == "bundle"]
+        assert all(i.state == "done" for i in runs)
+    finally:
+        ledger.close()
+    spend = json.loads((ws.outbox / "spend.json").read_text("utf-8"))
+    assert len({r["run_id"] for r in spend["runs"]}) == len(spend["runs"]) == len(runs)
+    assert once(ws) == []  # nothing moved: no rerun, no duplicate

@@ -1,0 +1,143 @@
+"""Reference classes: the portfolio's other projects price each line, robustly, leave-one-out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import CostLine, Project
+from portfolio_optimiser.context.reference import (
+    MEASURE_TYPE,
+    ReferenceIndex,
+    ReferenceRule,
+    normalise_unit,
+    reference_candidates,
+    reference_saving,
+)
+from portfolio_optimiser.context.validator import validate_candidate, validate_candidates
+
+from .synthetic import generate
+
+
+def project(
+    pid: str, price: float, *, quantity: float = 1000, unit: str = "m2", category: str | None = None
+) -> Project:
+    return Project(
+        id=pid,
+        name=pid,
+        category=category,
+        cost_lines=(
+            CostLine(
+                code="02.3",
+                amount_nok=price * quantity,
+                quantity=quantity,
+                unit=unit,
+                unit_price_nok=price,
+                source=f"cost/{pid}-02.3.md",
+            ),
+        ),
+        files=frozenset({f"cost/{pid}-02.3.md"}),
+    )
+
+
+def flagged(projects: list[Project], rule: ReferenceRule | None = None) -> set[str]:
+    index = ReferenceIndex.of(projects, rule or ReferenceRule())
+    return {c.project_id for p in projects for c in reference_candidates(p, index)}
+
+
+def test_one_unit_has_one_spelling() -> None:
+    assert {normalise_unit(u) for u in ("m2", "m²", "kvm", " M2 ", "m^2")} == {"m2"}
+    assert normalise_unit("m³") == normalise_unit("m3") == "m3"
+    assert normalise_unit("Stk.") == "stk" and normalise_unit("") is None
+
+
+@pytest.mark.loadbearing
+def test_a_line_well_above_its_class_is_a_candidate_at_the_median() -> None:
+    others = [project(f"p{i}", 6000 + 50 * i) for i in range(6)]  # median 6125
+    dear = project("dear", 9000, quantity=480)
+    [candidate] = reference_candidates(dear, ReferenceIndex.of([*others, dear]))
+    assert candidate.measure_type == MEASURE_TYPE and candidate.affected_codes == ("02.3",)
+    assert candidate.claimed_saving_nok == reference_saving(9000, 6125, 480) == 1_300_000
+    assert candidate.evidence == ("cost/dear-02.3.md", "reference:02.3@m2")
+    assert flagged([*others, dear]) == {"dear"}
+
+
+@pytest.mark.loadbearing
+def test_a_line_is_never_its_own_reference() -> None:
+    # Four others: enough with min_comparables 4, but only if the line itself is not counted.
+    rule = ReferenceRule(min_comparables=5)
+    projects = [*(project(f"p{i}", 6000) for i in range(4)), project("dear", 9000)]
+    assert flagged(projects, rule) == set()
+    index = ReferenceIndex.of(projects, rule)
+    assert all(
+        c.project_id != "dear" for c in index.reference(projects[-1], "02.3", "m2").comparables
+    )
+
+
+@pytest.mark.loadbearing
+def test_the_rule_holds_when_several_lines_of_a_class_are_overpriced() -> None:
+    # Three of ten at +50 %: the upper quartile would sit among them; the median and MAD do not.
+    fair = [project(f"f{i}", 6000 * (0.95 + 0.01 * i)) for i in range(7)]
+    dear = [project(f"d{i}", 9000 + 100 * i) for i in range(3)]
+    assert flagged([*fair, *dear]) == {"d0", "d1", "d2"}
+
+
+def test_units_are_folded_and_different_units_never_compared() -> None:
+    others = [
+        project(f"p{i}", 6000, unit=u) for i, u in enumerate(("m2", "m²", "kvm", "m2", "kvm"))
+    ]
+    assert flagged([*others, project("dear", 9000, unit="m²")]) == {"dear"}
+    assert flagged([*others, project("per-piece", 9000, unit="stk")]) == set()
+
+
+@pytest.mark.loadbearing
+def test_comparables_come_from_the_same_category_first() -> None:
+    schools = [project(f"s{i}", 6000, category="school") for i in range(5)]
+    homes = [project(f"h{i}", 7100 + 10 * i, category="care home") for i in range(5)]
+    # A care home at the care-home price is not dear; against the schools it would be (+18 %).
+    assert flagged([*schools, *homes]) == set()
+    dear_home = project("h-dear", 9900, category="care home")
+    assert flagged([*schools, *homes, dear_home]) == {"h-dear"}
+
+
+def test_the_saving_is_rounded_down_to_two_significant_figures_and_stable() -> None:
+    assert reference_saving(9000, 6125, 480) == 1_300_000  # 1 380 000 exact
+    assert reference_saving(9000, 6130, 480) == reference_saving(9000, 6120, 480)
+    assert reference_saving(100, 99.5, 10) == 5 and reference_saving(100, 100, 10) == 0
+
+
+@pytest.mark.loadbearing
+def test_the_validator_recomputes_a_reference_candidate_against_the_classes() -> None:
+    others = [project(f"p{i}", 6000) for i in range(5)]
+    dear = project("dear", 9000, quantity=480)
+    index = ReferenceIndex.of([*others, dear])
+    [candidate] = reference_candidates(dear, index)
+    assert validate_candidate(candidate, dear, references=index).outcome == "accepted"
+    inflated = candidate.model_copy(
+        update={"claimed_saving_nok": 1_500_000, "saving_literal": "1500000"}
+    )
+    rejected = validate_candidate(inflated, dear, references=index)
+    assert rejected.outcome == "rejected" and "less than the 1500000 claimed" in rejected.reason
+    assert validate_candidate(candidate, dear).outcome == "rejected"  # no classes: unresolved
+    thin = ReferenceIndex.of([*others[:2], dear])
+    assert validate_candidate(candidate, dear, references=thin).outcome == "rejected"
+
+
+@pytest.mark.loadbearing
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_generated_portfolio_finds_its_planted_lines(tmp_path: Path, seed: int) -> None:
+    portfolio = generate(seed, n_projects=30)
+    projects = [load_ir_projections(p.write(tmp_path / p.project_id)) for p in portfolio.projects]
+    index = ReferenceIndex.of(projects)
+    found: set[tuple[str, str]] = set()
+    for p in projects:
+        candidates = reference_candidates(p, index)
+        assert all(
+            d.outcome == "accepted" for d in validate_candidates(candidates, p, references=index)
+        )
+        found |= {(p.id, c.affected_codes[0]) for c in candidates}
+    hits = found & portfolio.planted
+    assert len(hits) >= 0.9 * len(portfolio.planted)
+    assert len(hits) >= 0.8 * len(found)

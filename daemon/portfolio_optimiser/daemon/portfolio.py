@@ -12,7 +12,7 @@ candidates are reused by the reasoning records, so a rerun with nothing new cons
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,11 +33,16 @@ from .workspace import Workspace
 __all__ = ["Portfolio", "portfolio_version", "run_identity"]
 
 
-def portfolio_version(project: Project, references: ReferenceIndex, verdicts: VerdictStore) -> str:
+def portfolio_version(
+    project: Project,
+    references: ReferenceIndex,
+    verdicts: VerdictStore,
+    portfolio: Mapping[str, Project],
+) -> str:
     """The ids of the candidates the portfolio adds to the project's own list; "" when none."""
     added = sorted(
         c.id
-        for c in local_candidates(project, verdicts.approved(), references)
+        for c in local_candidates(project, verdicts.approved(), references, portfolio)
         if not c.origin.startswith("measure-option:")
     )
     if not added:
@@ -89,6 +94,9 @@ class Portfolio:
             found[folder.name] = (folder, content, project)
         return found
 
+    def by_id(self) -> dict[str, Project]:
+        return {project.id: project for _f, _c, project in self.projects().values()}
+
     def rebuild(self) -> ReferenceIndex:
         """Publish the reference classes of every ingested project (the processor's job alone)."""
         projects = [project for _folder, _content, project in self.projects().values()]
@@ -104,14 +112,18 @@ class Portfolio:
     def identity(self, bundle: Path, content: str) -> str:
         """The run identity of a bundle about to run (raises ``BundleError`` for a bad one)."""
         project = load_ir_projections(bundle)
-        return run_identity(content, portfolio_version(project, self.references(), self.verdicts()))
+        version = portfolio_version(project, self.references(), self.verdicts(), self.by_id())
+        return run_identity(content, version)
 
     def due(self, ledger: Ledger) -> list[tuple[Path, str]]:
         """Ingested projects whose identity has no finished run: (folder, identity), by name."""
         references, verdicts = self.references(), self.verdicts()
+        ingested = self.projects()
+        by_id = {project.id: project for _f, _c, project in ingested.values()}
         due = []
-        for folder, content, project in self.projects().values():
-            identity = run_identity(content, portfolio_version(project, references, verdicts))
+        for folder, content, project in ingested.values():
+            version = portfolio_version(project, references, verdicts, by_id)
+            identity = run_identity(content, version)
             known = ledger.get(identity)
             if known is None or known.state not in {"done", "failed"}:
                 due.append((folder, identity))

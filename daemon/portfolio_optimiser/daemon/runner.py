@@ -32,8 +32,6 @@ from portfolio_optimiser.reasoning.availability import AdvisorState
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Admission, Store, availability_now
 
-from .references import read_reference_classes
-
 if TYPE_CHECKING:  # the processor calls these; typing only, no import cycle at run time
     from .processor import Processor
 
@@ -71,9 +69,8 @@ def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
             run_id=run_id,
             portfolio_meter=meter,
             client_factory=processor.client_factory,
-            references=read_reference_classes(
-                processor.workspace.references, config.reference.rule(), log=processor.log
-            ),
+            references=processor.portfolio.references(),
+            portfolio=processor.portfolio.by_id(),
         )
     )
     # A circuit opened by this run is an operator's business: the journal says so once, here.

@@ -1,28 +1,57 @@
 """The local path: candidates and reviews that need no model, no credential and no network.
 
 Decides: which candidates deterministic rules propose (the bundle's own kuttliste, then measures
-learned from approved verdicts on codes this project has), and the structured local review a
+learned from approved verdicts on codes this project has, carried as rates, and the lines priced
+above their reference class), and the structured local review a
 candidate gets when the plan consults nobody. Every candidate still goes through the validator.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
-from portfolio_optimiser.context.reference import ReferenceIndex, reference_candidates
+from portfolio_optimiser.context.reference import (
+    ReferenceIndex,
+    normalise_unit,
+    reference_candidates,
+    reference_saving,
+)
 
 __all__ = ["learned_candidates", "local_candidates", "local_review"]
 
 
-def learned_candidates(project: Project, approved: Iterable[Any]) -> list[Candidate]:
-    """Measures experts approved elsewhere, proposed again where this project has the same codes.
+def _affected(project: Project, codes: tuple[str, ...]) -> tuple[float, float | None, str | None]:
+    """What a measure on ``codes`` touches: their cost, and the quantity and unit when it is one
+    line priced per unit (else None)."""
+    lines = [line for code in codes if (line := project.line(code)) is not None]
+    cost = math.fsum(float(line.amount_nok) for line in lines)
+    if len(lines) == 1 and lines[0].quantity and normalise_unit(lines[0].unit):
+        return cost, float(lines[0].quantity), normalise_unit(lines[0].unit)
+    return cost, None, None
 
-    The saving carried over is the approved one times its realisation rate, in whole kroner: a
-    starting point the validator checks against this project's own lines.
+
+def _two_figures(value: float) -> int:
+    """Rounded down to two significant figures: conservative, and stable as the inputs move."""
+    return reference_saving(value, 0, 1) if value > 0 else 0
+
+
+def learned_candidates(
+    project: Project, approved: Iterable[Any], portfolio: Mapping[str, Project]
+) -> list[Candidate]:
+    """Measures experts approved elsewhere, proposed again at this project's size.
+
+    An approval carries its saving as a rate of what it affected in the project it was judged
+    in (``portfolio``): per unit of the affected line's quantity when it is one line priced per
+    unit in the same unit in both projects (a dearer unit price earns no more), else as a share
+    of the affected lines' cost. That rate times the expert's realisation rate, times this
+    project's quantity or cost, rounded down to two significant figures, is the saving here. An
+    approval whose project is not in the portfolio has no size to carry, and is not transferred
+    (its precedent still reaches the proposer through the fold).
     """
     found: list[Candidate] = []
     for verdict in approved:
@@ -30,13 +59,25 @@ def learned_candidates(project: Project, approved: Iterable[Any]) -> list[Candid
         codes = tuple(key.affected_codes or ())
         if not codes or not key.measure_type or not set(codes) <= project.codes:
             continue
+        source = portfolio.get(key.project_id or "")
+        if source is None or not set(codes) <= source.codes:
+            continue
         try:
-            base = float(verdict.adjusted_saving_nok or key.saving_literal)
+            approved_saving = float(verdict.adjusted_saving_nok or key.saving_literal)
         except (TypeError, ValueError):
             continue
-        saving = round(
-            base * (verdict.realization_rate if verdict.realization_rate is not None else 1.0)
-        )
+        realised = verdict.realization_rate if verdict.realization_rate is not None else 1.0
+        was_cost, was_quantity, was_unit = _affected(source, codes)
+        cost, quantity, unit = _affected(project, codes)
+        if was_quantity and quantity and was_unit == unit:
+            rate, basis = approved_saving / was_quantity, quantity
+            how = f"{rate:,.0f} NOK per {unit}, {quantity:,.0f} {unit} here"
+        elif was_cost > 0:
+            rate, basis = approved_saving / was_cost, cost
+            how = f"{rate:.2%} of the affected cost, {cost:,.0f} NOK here"
+        else:
+            continue
+        saving = _two_figures(rate * realised * basis)
         if saving <= 0:
             continue
         evidence = tuple(
@@ -51,7 +92,10 @@ def learned_candidates(project: Project, approved: Iterable[Any]) -> list[Candid
                 measure_type=key.measure_type,
                 claimed_saving_nok=saving,
                 title=f"Learned: {key.measure_type} on {', '.join(codes)}",
-                rationale=f"approved by an expert for candidate {verdict.candidate_id}",
+                rationale=(
+                    f"approved for candidate {verdict.candidate_id} in {source.id}; carried as "
+                    f"{how}, times the expected realisation {realised:.0%}".replace(",", " ")
+                ),
                 evidence=evidence,
                 origin=f"verdict:{verdict.candidate_id}",
             )
@@ -60,15 +104,19 @@ def learned_candidates(project: Project, approved: Iterable[Any]) -> list[Candid
 
 
 def local_candidates(
-    project: Project, approved: Iterable[Any], references: ReferenceIndex | None = None
+    project: Project,
+    approved: Iterable[Any],
+    references: ReferenceIndex | None = None,
+    portfolio: Mapping[str, Project] | None = None,
 ) -> list[Candidate]:
     """The kuttliste first, then learned measures not already on it (same codes and type), then
     the lines priced well above their reference class."""
     own = kuttliste_candidates(project)
     seen = {(frozenset(c.affected_codes), c.measure_type) for c in own}
+    known = {**(portfolio or {}), project.id: project}
     extra = [
         c
-        for c in learned_candidates(project, approved)
+        for c in learned_candidates(project, approved, known)
         if (frozenset(c.affected_codes), c.measure_type) not in seen
     ]
     benchmarked = reference_candidates(project, references) if references is not None else []

@@ -88,7 +88,9 @@ def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
 def propose_locally(run: RunState, verdicts: VerdictStore) -> None:
     """Gate every candidate of the local rules; no cap cuts the planner's own list."""
     run.attempts = max(run.attempts, 1)
-    for candidate in local_candidates(run.project, verdicts.approved(), run.references):
+    for candidate in local_candidates(
+        run.project, verdicts.approved(), run.references, run.portfolio
+    ):
         skip = _settled_elsewhere(run, candidate, verdicts)
         if skip is not None:
             run.notes.append(skip)

@@ -11,9 +11,11 @@ consultations and a conclusion. It never writes outputs (the daemon does) and ne
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 
 from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.reference import ReferenceIndex, references_of
 from portfolio_optimiser.context.render import render_context
@@ -56,6 +58,7 @@ async def run_project(
     portfolio_meter: PortfolioMeter | None = None,
     client_factory: ClientFactory = default_client_factory,
     references: ReferenceIndex | None = None,
+    portfolio: Mapping[str, Project] | None = None,
 ) -> RunResult:
     """Run one project. Raises only for a bundle that cannot be read (``BundleError``)."""
     # The measure types experts have judged are offered when a kuttliste item names none.
@@ -75,6 +78,7 @@ async def run_project(
         middleware=[BudgetMiddleware(meter, portfolio_meter)],
         client_factory=client_factory,
         references=references or ReferenceIndex(),
+        portfolio=dict(portfolio or {}),
     )
     # What navigation refused or could not find is said in the run's notes (and so in the report),
     # as check-bundle says it: a refused link is never followed, but never silent either.

@@ -160,6 +160,8 @@ class RunState:
     """Why no model's proposal was used, when one was looked for."""
     references: ReferenceIndex = field(default_factory=ReferenceIndex)
     """The portfolio's reference classes: a source of candidates and of evidence to check."""
+    portfolio: Mapping[str, Project] = field(default_factory=dict)
+    """The ingested projects by id: the size an approval elsewhere was judged at."""
 
     def record(self, draft: Any) -> StoredRecord:
         return self.reasoning.store.record(self.task, draft, self.reasoning.ctx)

@@ -193,6 +193,8 @@ def _table(result: RunResult, red: Redactor) -> list[str]:
         cand = run.candidate
         where = f"candidate {cand.id}"
         title = _md(red.text(cand.title, where)) or "(untitled)"
+        if run.precedent:
+            title += " ⚠ rejected before"
         codes = ", ".join(_md(red.text(code, where)) for code in cand.affected_codes)
         origin = _md(red.text(_origin(cand.origin), where))
         lines.append(
@@ -228,6 +230,26 @@ def _heard(result: RunResult, red: Redactor) -> list[str]:
             lines.append(f"- `{run.candidate.id}` — {who}: **{heard.position}**")
             lines += [f"  - {_md(red.text(reason, where))}" for reason in heard.reasons]
     return ["## What the checker said", "", *lines, ""] if lines else []
+
+
+def _precedents(result: RunResult, red: Redactor) -> list[str]:
+    """Candidates of a measure experts rejected twice on the same codes, with that precedent."""
+    lines = [
+        f"- `{run.candidate.id}` {_md(red.text(run.candidate.title, 'a candidate title'))}: "
+        f"{_md(red.text(run.precedent, 'a precedent'))}"
+        for run in result.candidates
+        if run.precedent
+    ]
+    if not lines:
+        return []
+    return [
+        "## Rejected before",
+        "",
+        "Still checked, but experts have rejected this kind of measure on these codes twice:",
+        "",
+        *lines,
+        "",
+    ]
 
 
 def _references(result: RunResult, red: Redactor) -> list[str]:
@@ -381,6 +403,7 @@ def render_report(
         *_table(result, red),
         "",
         *_heard(result, red),
+        *_precedents(result, red),
         *_references(result, red),
         *_learned(result, red),
         "## Validated savings by cost code",

@@ -108,6 +108,7 @@ def _candidate_doc(run: CandidateRun) -> dict[str, Any]:
         "plan_outcome": run.plan_outcome,
         "conclusion": run.conclusion,
         "disagreement": run.disagreement,
+        "precedent": run.precedent,
     }
 
 

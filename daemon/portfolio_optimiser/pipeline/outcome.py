@@ -39,6 +39,8 @@ class CandidateRun(BaseModel):
     plan_outcome: str | None = None
     conclusion: str | None = None
     disagreement: str | None = None
+    precedent: str | None = None
+    """Experts rejected this measure type on these codes twice: who, when, why (report only)."""
 
     @property
     def blocked(self) -> bool:

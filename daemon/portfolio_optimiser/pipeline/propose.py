@@ -63,6 +63,10 @@ def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictSto
     verdict = verdicts.get(candidate.id)
     if verdict is not None and not verdict.approves:
         return f"{candidate.id} was not proposed again: an expert rejected it ({verdict.reviewer})"
+    if candidate.origin.startswith(("verdict:", "model:")):
+        precedent = run.teaching.of(candidate)
+        if precedent is not None:
+            return f"'{candidate.title}' ({candidate.id}) was not proposed: {precedent}"
     return None
 
 
@@ -80,6 +84,9 @@ def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
             checker=CheckerOutcome(outcome="not_run"),
             attempt=attempt,
             materiality=str(materiality),
+            # The planner's own item and a reference price are checked whatever experts said
+            # before; the report shows the precedent beside them.
+            precedent=run.teaching.of(candidate),
         )
     )
     return decision
@@ -256,6 +263,12 @@ def _take(
             return False, (
                 f"'{candidate.title}' was rejected by rule {earlier.validator.rule}: "
                 f"{earlier.validator.reason}; do not propose it unchanged"
+            )
+        if run.teaching.of(candidate) is not None:
+            # Told what, never the experts' words: those reach a prompt only through the fold.
+            return False, (
+                f"experts have rejected {candidate.measure_type} on "
+                f"{', '.join(candidate.affected_codes)}; do not propose it there"
             )
         return False, None
     decision = _gate(run, candidate, attempt)

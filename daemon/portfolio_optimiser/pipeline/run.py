@@ -21,6 +21,7 @@ from portfolio_optimiser.context.reference import ReferenceIndex, references_of
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import VerdictStore
+from portfolio_optimiser.pipeline.precedent import precedents
 from portfolio_optimiser.reasoning.store import Refusal
 
 from .budget import Budget, BudgetExceeded, BudgetMiddleware, PortfolioMeter, TokenMeter
@@ -79,6 +80,7 @@ async def run_project(
         client_factory=client_factory,
         references=references or ReferenceIndex(),
         portfolio=dict(portfolio or {}),
+        teaching=precedents(verdicts.verdicts()),
     )
     # What navigation refused or could not find is said in the run's notes (and so in the report),
     # as check-bundle says it: a refused link is never followed, but never silent either.

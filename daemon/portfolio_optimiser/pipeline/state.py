@@ -14,6 +14,7 @@ from typing import Any
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import negotiated, refused_by
 from portfolio_optimiser.reasoning.policy import Materiality
@@ -160,6 +161,8 @@ class RunState:
     """Why no model's proposal was used, when one was looked for."""
     references: ReferenceIndex = field(default_factory=ReferenceIndex)
     """The portfolio's reference classes: a source of candidates and of evidence to check."""
+    teaching: Precedents = field(default_factory=lambda: precedents(()))
+    """What experts rejected twice, by codes and measure type."""
     portfolio: Mapping[str, Project] = field(default_factory=dict)
     """The ingested projects by id: the size an approval elsewhere was judged at."""
 

@@ -101,3 +101,54 @@ def test_projects_the_portfolio_moved_under_get_a_new_run_and_a_second_once_does
     spend = json.loads((ws.outbox / "spend.json").read_text("utf-8"))
     assert len({r["run_id"] for r in spend["runs"]}) == len(spend["runs"]) == len(runs)
     assert once(ws) == []  # nothing moved: no rerun, no duplicate
+
+
+def validated_total(ws: Workspace) -> int:
+    total = 0
+    for run in latest_runs(ws).values():
+        for c in json.loads((run / "proposals.json").read_text("utf-8"))["candidates"]:
+            if c["validator"]["outcome"] == "accepted" and c["checker"]["outcome"] != "rejected":
+                total += int(c["claimed_saving_nok"])
+    return total
+
+
+def nok(value: float) -> str:
+    return f"{value:,.0f}".replace(",", " ")
+
+
+@pytest.mark.loadbearing
+def test_the_portfolio_report_counts_each_projects_latest_run_once_and_follows_verdicts(
+    portfolio_run: tuple[Workspace, SyntheticPortfolio, list[object]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from portfolio_optimiser.cli import main
+
+    ws, portfolio, _results = portfolio_run
+    report = (ws.outbox / "portfolio.md").read_text("utf-8")
+    assert (ws.outbox / "portfolio.svg").read_text("utf-8").startswith("<svg")
+    assert f"**{nok(validated_total(ws))} NOK** in all" in report  # reruns replace, never add
+    for p in portfolio.projects:
+        assert f"| {p.project_id} | " in report
+    assert "## By cost code" in report and "## Largest candidates awaiting a verdict" in report
+    # An expert approves the largest open candidate at 50 %: the report follows at once.
+    [template] = [
+        t
+        for run in latest_runs(ws).values()
+        for t in (run / "verdicts").glob("*.json")
+        if f"`{t.stem}`"
+        in report.split("## Largest candidates awaiting a verdict")[1].split("\n")[4]
+    ]
+    data = json.loads(template.read_text("utf-8"))
+    data |= {
+        "decision": "approved",
+        "rationale": "Checked.",
+        "reviewer": "KE",
+        "realization_rate": 0.5,
+    }
+    (ws.inbox_verdicts / template.name).write_text(json.dumps(data), "utf-8")
+    assert [getattr(r, "kind", "") for r in once(ws)] == ["verdict"]  # nothing moved
+    after = (ws.outbox / "portfolio.md").read_text("utf-8")
+    saving = data["candidate"]["claimed_saving_nok"]
+    assert f"experts approved {nok(saving)} NOK and expect {nok(saving * 0.5)} NOK" in after
+    assert main(["--workspace", str(ws.root), "status"]) == 0
+    assert f"portfolio: {ws.outbox / 'portfolio.md'}" in capsys.readouterr().out

@@ -205,6 +205,7 @@ def status(args: argparse.Namespace) -> int:
     }
     available = sum(1 for s in states if s.available)
     spend_path = workspace / "outbox" / "spend.json"
+    report = workspace / "outbox" / "portfolio.md"
     spend = read_spend(spend_path)  # strict: a corrupt ledger is an error, never zero
     config = _config
     ledger = {
@@ -236,6 +237,7 @@ def status(args: argparse.Namespace) -> int:
                     ],
                 },
                 "spend": ledger,
+                "portfolio_report": str(report) if report.is_file() else None,
                 "tasks": [s.to_json() for s in statuses],
                 "unreadable_records": [list(u) for u in loaded.unreadable],
                 "handover": handover(statuses),
@@ -250,6 +252,8 @@ def status(args: argparse.Namespace) -> int:
         f"{daemon['ledger'].get('failed', 0)}, retrying {daemon['ledger'].get('retry', 0)}; "
         f"{daemon['runs']} run folder(s) in outbox/runs/"
     )
+    if report.is_file():
+        say(f"portfolio: {report} (every project's latest run, its verdicts and what awaits one)")
     for name, reason in daemon["waiting"].items():
         say(f"  {name}: {reason}")
     say(f"reasoning mode {ctx.mode.mode}; {available} of {len(states)} advisors available")

@@ -70,6 +70,12 @@ CREATE TABLE IF NOT EXISTS unfinished_runs (
     digest TEXT PRIMARY KEY,
     starts INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS project_runs (
+    project_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    folder TEXT NOT NULL,
+    recorded_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS candidates (
     candidate_id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,
@@ -420,6 +426,22 @@ class Ledger:
                 values,
             )
         return len(values)
+
+    def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
+        """This run is now the project's latest: the one the portfolio report counts."""
+        self._write(
+            "INSERT INTO project_runs (project_id, run_id, folder, recorded_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (project_id) DO UPDATE SET run_id = excluded.run_id,"
+            " folder = excluded.folder, recorded_at = excluded.recorded_at",
+            (project_id, run_id, folder, now),
+        )
+
+    def project_runs(self) -> list[tuple[str, str, str]]:
+        """Each project's latest run: (project id, run id, folder), by project."""
+        rows = self._db.execute(
+            "SELECT project_id, run_id, folder FROM project_runs ORDER BY project_id"
+        ).fetchall()
+        return [(str(p), str(r), str(f)) for p, r, f in rows]
 
     def candidate(self, candidate_id: str) -> CandidateRow | None:
         """The candidate with this id, or None when no run published it."""

@@ -12,18 +12,23 @@ candidates are reused by the reasoning records, so a rerun with nothing new cons
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ReferenceIndex
 from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.outputs.portfolio import SVG_NAME, PortfolioLine, render_portfolio
 from portfolio_optimiser.pipeline.local import local_candidates
+from portfolio_optimiser.pipeline.precedent import precedents
 
 from .claim import ClaimError, content_digest
 from .ledger import Ledger
@@ -40,10 +45,12 @@ def portfolio_version(
     portfolio: Mapping[str, Project],
 ) -> str:
     """The ids of the candidates the portfolio adds to the project's own list; "" when none."""
+    teaching = precedents(verdicts.verdicts())
     added = sorted(
         c.id
         for c in local_candidates(project, verdicts.approved(), references, portfolio)
         if not c.origin.startswith("measure-option:")
+        and not (c.origin.startswith("verdict:") and teaching.of(c))  # as the run will gate them
     )
     if not added:
         return ""
@@ -108,6 +115,49 @@ class Portfolio:
         return read_reference_classes(
             self.workspace.references, self.config.reference.rule(), log=self.log
         )
+
+    def publish_report(self, ledger: Ledger, *, stamp: str) -> Path:
+        """``outbox/portfolio.md`` and its chart, from each project's latest run and the
+        verdicts as they stand (the processor's job alone, after every run and verdict)."""
+        verdicts = self.verdicts()
+        lines: list[PortfolioLine] = []
+        for project_id, run_id, folder in ledger.project_runs():
+            try:
+                proposals = json.loads((Path(folder) / "proposals.json").read_text("utf-8"))
+            except (OSError, ValueError) as exc:
+                self.log.warning(
+                    "run left out of the portfolio report", run=folder, problem=str(exc)
+                )
+                continue
+            for c in proposals.get("candidates", ()):
+                if c["validator"]["outcome"] != "accepted" or c["checker"]["outcome"] == "rejected":
+                    continue
+                verdict = verdicts.get(c["id"])
+                saving = Decimal(str(c["claimed_saving_nok"]))
+                expected = None
+                if verdict is not None and verdict.approves:
+                    base = Decimal(str(verdict.adjusted_saving_nok or c["claimed_saving_nok"]))
+                    rate = verdict.realization_rate
+                    expected = base * Decimal(str(rate if rate is not None else 1))
+                lines.append(
+                    PortfolioLine(
+                        project_id=project_id,
+                        run_id=run_id,
+                        candidate_id=c["id"],
+                        title=str(c.get("title") or c["id"]),
+                        codes=tuple(c["affected_codes"]),
+                        saving=saving,
+                        decision=verdict.decision.value if verdict is not None else None,
+                        expected=expected,
+                    )
+                )
+        text, svg = render_portfolio(
+            lines, projects=sorted(self.by_id()), thin=self.references().thin(), stamp=stamp
+        )
+        outbox = self.workspace.outbox
+        publish_text(outbox / SVG_NAME, svg)
+        publish_text(outbox / "portfolio.md", text)
+        return outbox / "portfolio.md"
 
     def identity(self, bundle: Path, content: str) -> str:
         """The run identity of a bundle about to run (raises ``BundleError`` for a bad one)."""

@@ -218,6 +218,14 @@ class Processor:
         self.history.extend(results)
         return results
 
+    def publish_portfolio(self) -> None:
+        """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,
+        never the run's (its own outputs are durable by now), and the next event writes it."""
+        try:
+            self.portfolio.publish_report(self.ledger, stamp=_iso(self.clock()))
+        except OSError as exc:
+            self.log.warning("portfolio report not written", problem=str(exc))
+
     def _reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
         """A new run for each ingested project the portfolio moved under (its identity is new)."""
         self.reruns_due = False
@@ -305,6 +313,7 @@ class Processor:
         if outcome.state is VerdictState.INGESTED:
             self.verdict_quiet.forget(path)
             self.reruns_due = True  # what experts taught may add a candidate somewhere
+            self.publish_portfolio()
             self.log.info(
                 "verdict ingested",
                 file=path.name,
@@ -549,6 +558,9 @@ class Processor:
             )
             self._fault("after-spend")
         self.ledger.add_candidates(run_id, summary.project_id, summary.candidates)
+        self.ledger.record_project_run(
+            summary.project_id, run_id, str(summary.folder), now=_iso(self.clock())
+        )
         self.ledger.mark(
             digest,
             "done",
@@ -558,6 +570,7 @@ class Processor:
         )
         if bundle != self.workspace.bundles_projects / summary.project_id:
             self._settle_input(bundle, summary.project_id)  # a rerun's bundle is already there
+        self.publish_portfolio()
         self.log.info(
             "bundle processed",
             bundle=name,

@@ -15,6 +15,7 @@ from typing import Any
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
+from portfolio_optimiser.context.reference import MEASURE_TYPE as REFERENCE_PRICE
 from portfolio_optimiser.context.reference import (
     ReferenceIndex,
     normalise_unit,
@@ -59,6 +60,8 @@ def learned_candidates(
         codes = tuple(key.affected_codes or ())
         if not codes or not key.measure_type or not set(codes) <= project.codes:
             continue
+        if key.measure_type == REFERENCE_PRICE:
+            continue  # a line's own overpricing; the reference classes find it elsewhere
         source = portfolio.get(key.project_id or "")
         if source is None or not set(codes) <= source.codes:
             continue

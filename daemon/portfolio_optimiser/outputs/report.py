@@ -20,6 +20,10 @@ from xml.sax.saxutils import escape as xml_escape
 
 from portfolio_optimiser.reasoning.redaction import RedactionRefused, scrub_value
 
+from ._markdown import format_nok
+from ._markdown import md as _md
+from .explained import learned_section, precedents_section, references_section
+
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
 
@@ -37,7 +41,6 @@ __all__ = [
 SVG_NAME: Final = "savings-by-code.svg"
 WITHHELD: Final = "[withheld: redaction refused this text]"
 BAR_WIDTH: Final = 30
-_MARKDOWN_SPECIAL: Final = re.compile(r"([\\`*_\[\]<>|#!])")
 _NOT_XML: Final = re.compile("[\ufffe\uffff]")
 
 _STOP_REASONS: Final[Mapping[str, str]] = {
@@ -87,18 +90,6 @@ class Redactor:
         return value
 
 
-def format_nok(value: int | float | Decimal) -> str:
-    """``1234567`` → ``1 234 567``; ``1234.5`` → ``1 234,50`` (Norwegian decimal comma)."""
-    amount = value if isinstance(value, Decimal) else Decimal(str(value))
-    sign = "-" if amount < 0 else ""
-    amount = abs(amount)
-    fraction = ""
-    if amount != amount.to_integral_value():
-        amount = amount.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
-        fraction = "," + f"{amount:.2f}".rpartition(".")[2]
-    return sign + f"{int(amount):,}".replace(",", " ") + fraction
-
-
 def _money(value: int | float) -> Decimal:
     # Through str() so 0.1 + 0.2 sums as a person would, not as binary floating point does.
     return Decimal(str(value))
@@ -122,11 +113,6 @@ def savings_by_code(result: RunResult) -> list[tuple[str, Decimal]]:
             label = " + ".join(sorted(set(run.candidate.affected_codes)))
             totals[label] = totals.get(label, Decimal(0)) + _money(run.candidate.claimed_saving_nok)
     return sorted(totals.items())
-
-
-def _md(text: str) -> str:
-    """Markdown-safe inline text: one line, punctuation escaped (no raw HTML, no table breaks)."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
 
 
 def _validator_cell(run: CandidateRun, red: Redactor) -> str:
@@ -232,87 +218,6 @@ def _heard(result: RunResult, red: Redactor) -> list[str]:
     return ["## What the checker said", "", *lines, ""] if lines else []
 
 
-def _precedents(result: RunResult, red: Redactor) -> list[str]:
-    """Candidates of a measure experts rejected twice on the same codes, with that precedent."""
-    lines = [
-        f"- `{run.candidate.id}` {_md(red.text(run.candidate.title, 'a candidate title'))}: "
-        f"{_md(red.text(run.precedent, 'a precedent'))}"
-        for run in result.candidates
-        if run.precedent
-    ]
-    if not lines:
-        return []
-    return [
-        "## Rejected before",
-        "",
-        "Still checked, but experts have rejected this kind of measure on these codes twice:",
-        "",
-        *lines,
-        "",
-    ]
-
-
-def _references(result: RunResult, red: Redactor) -> list[str]:
-    """Each reference-price candidate with the comparables it was measured against."""
-    lines: list[str] = []
-    for run in result.candidates:
-        reference = result.references.get(run.candidate.id)
-        if reference is None:
-            continue
-        cand = run.candidate
-        among = (
-            f"{reference.category} projects" if reference.category else "projects, every category"
-        )
-        lines += [
-            f"### `{cand.id}`: {_md(red.text(cand.title, 'a candidate title'))}",
-            "",
-            f"{_md(red.text(cand.rationale, 'a candidate rationale'))}",
-            "",
-            f"Compared with {reference.n} other {among}: median "
-            f"{format_nok(reference.median)} NOK per {_md(reference.unit)}.",
-            "",
-            "| project | line | unit price (NOK) |",
-            "|---|---|---:|",
-            *(
-                f"| {_md(red.text(c.project_id, 'a project id'))} | "
-                f"{_md(red.text(c.source, 'a comparable'))} | {format_nok(c.unit_price_nok)} |"
-                for c in sorted(reference.comparables, key=lambda c: c.unit_price_nok)
-            ),
-            "",
-        ]
-    if not lines:
-        return []
-    return [
-        "## Reference prices",
-        "",
-        "Lines priced well above the same cost code and unit in the portfolio's other projects "
-        "(their comparables below; a line is never its own reference):",
-        "",
-        *lines,
-    ]
-
-
-def _learned(result: RunResult, red: Redactor) -> list[str]:
-    """What the fold put into the hypothesis prompt, quoted, or that nothing related yet."""
-    heading = ["## What experts taught this run", ""]
-    if not result.learned.strip():
-        return [
-            *heading,
-            "No expert verdict relates to this project yet; an approved or rejected verdict on "
-            "the same cost codes will be carried here, and into the proposer's prompt, next time.",
-            "",
-        ]
-    text = red.text(result.learned, "what experts taught")
-    lines = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#")).strip().splitlines()
-    return [
-        *heading,
-        "The proposer's prompt carried this block (it is what models are told of expert verdicts):",
-        "",
-        *(f"> {_md(line)}" if line.strip() else ">" for line in lines),
-        "",
-    ]
-
-
 def _bar_chart(bars: Sequence[tuple[str, Decimal]]) -> list[str]:
     if not bars:
         return ["No validated savings to chart."]
@@ -403,9 +308,9 @@ def render_report(
         *_table(result, red),
         "",
         *_heard(result, red),
-        *_precedents(result, red),
-        *_references(result, red),
-        *_learned(result, red),
+        *precedents_section(result, red),
+        *references_section(result, red),
+        *learned_section(result, red),
         "## Validated savings by cost code",
         "",
         *_bar_chart(bars),

@@ -311,8 +311,8 @@ def test_a_model_repeating_a_rejected_local_candidate_is_not_gated_twice(tmp_pat
     assert any("already checked in this run" in note for note in result.notes)
 
 
-@pytest.mark.loadbearing
-def test_a_candidate_an_expert_rejected_is_not_proposed_again(tmp_path: Path) -> None:
+def judged_once(tmp_path: Path, decision: str, rationale: str) -> tuple[RunResult, RunResult]:
+    """The small bundle run, its one candidate judged, then run again on a fresh store."""
     from portfolio_optimiser.context.verdict import Decision
     from portfolio_optimiser.learning import LearnedVerdict
     from portfolio_optimiser.learning.verdict_store import CandidateKey
@@ -324,8 +324,8 @@ def test_a_candidate_an_expert_rejected_is_not_proposed_again(tmp_path: Path) ->
     store.add(
         LearnedVerdict(
             candidate_id=only.candidate.id,
-            decision=Decision.REJECTED,
-            rationale="A deferral, not a saving.",
+            decision=Decision(decision),
+            rationale=rationale,
             reviewer="KE",
             key=CandidateKey.from_candidate(only.candidate),
             source=tmp_path / "v.json",
@@ -334,33 +334,21 @@ def test_a_candidate_an_expert_rejected_is_not_proposed_again(tmp_path: Path) ->
     second = run(
         bundle, session(tmp_path / "s2", PROPOSER, CHECKER, mode=Mode.CI), {}, verdicts=store
     )
+    return first, second
+
+
+@pytest.mark.loadbearing
+def test_a_candidate_an_expert_rejected_is_not_proposed_again(tmp_path: Path) -> None:
+    _first, second = judged_once(tmp_path, "rejected", "A deferral, not a saving.")
     assert second.candidates == ()
     assert any("an expert rejected it" in note for note in second.notes)
 
 
 @pytest.mark.loadbearing
 def test_what_experts_taught_is_kept_as_the_prompt_carried_it(tmp_path: Path) -> None:
-    from portfolio_optimiser.context.verdict import Decision
-    from portfolio_optimiser.learning import LearnedVerdict
-    from portfolio_optimiser.learning.verdict_store import CandidateKey
-
-    bundle = small_bundle(tmp_path / "b")
-    first = run(bundle, session(tmp_path, PROPOSER, CHECKER, mode=Mode.CI), {})
+    first, second = judged_once(
+        tmp_path, "approved", "Checked against the framework agreement (marker QX-1)."
+    )
     assert first.learned == ""  # nothing taught yet: nothing claimed
-    [only] = first.candidates
-    store = VerdictStore()
-    store.add(
-        LearnedVerdict(
-            candidate_id=only.candidate.id,
-            decision=Decision.APPROVED,
-            rationale="Checked against the framework agreement (marker QX-1).",
-            reviewer="KE",
-            key=CandidateKey.from_candidate(only.candidate),
-            source=tmp_path / "v.json",
-        )
-    )
-    second = run(
-        bundle, session(tmp_path / "s2", PROPOSER, CHECKER, mode=Mode.CI), {}, verdicts=store
-    )
     assert "QX-1" in second.learned
     assert second.learned in second.hypothesis_prompts[0]

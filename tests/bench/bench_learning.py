@@ -34,7 +34,7 @@ from portfolio_optimiser.pipeline.outcome import RunResult
 from portfolio_optimiser.pipeline.precedent import precedents
 from portfolio_optimiser.pipeline.run import run_project
 from portfolio_optimiser.reasoning.catalogue import Advisor
-from tests.bench._table import Row, render_table
+from tests.bench._table import Row, report
 from tests.pipeline_helpers import budget, factory, session, settings
 from tests.synthetic import PRICED, generate
 
@@ -297,13 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     for seed in seeds:
         rows += rows_for(run_seed(seed, n_projects, ROUNDS), n_projects, ROUNDS, 60.0)
-    print(render_table(rows))
-    missed = [row.measure for row in rows if not row.ok]
-    print(
-        f"\n{'quick' if args.quick else 'full'} run in {time.perf_counter() - started:.1f} s; "
-        + (f"missed: {'; '.join(missed)}" if missed else "every target met")
-    )
-    return 1 if missed else 0
+    return report(rows, "quick" if args.quick else "full", time.perf_counter() - started)
 
 
 if __name__ == "__main__":

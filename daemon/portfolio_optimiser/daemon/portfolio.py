@@ -72,8 +72,10 @@ class Portfolio:
     log: Any
     verdicts: Callable[[], VerdictStore]
     """The learning store as a run would see it now (the wiki and the ledger's verdicts)."""
-    _projects: dict[str, tuple[str, Project]] = field(default_factory=dict)
-    """Ingested projects by folder name: (content hash, IR), reloaded when the content changes."""
+    _projects: dict[str, tuple[tuple[int, int], str, Project]] = field(default_factory=dict)
+    """Ingested projects by folder name: (the folder's inode and mtime, content hash, IR). A
+    project settles by a rename into place, which gives its folder a new inode: only then is it
+    hashed and read again."""
 
     def projects(self) -> dict[str, tuple[Path, str, Project]]:
         """Every ingested project that loads: folder name → (folder, content hash, IR)."""
@@ -83,13 +85,13 @@ class Portfolio:
             if folder.name.startswith("."):
                 continue  # .superseded/ and other bookkeeping
             try:
-                content = content_digest(folder)
+                stat = folder.stat()
+                seen = (stat.st_ino, stat.st_mtime_ns)
                 cached = self._projects.get(folder.name)
-                project = (
-                    cached[1]
-                    if cached is not None and cached[0] == content
-                    else load_ir_projections(folder)
-                )
+                if cached is not None and cached[0] == seen:
+                    _seen, content, project = cached
+                else:
+                    content, project = content_digest(folder), load_ir_projections(folder)
             except (BundleError, ClaimError, OSError) as exc:
                 self.log.warning(
                     "ingested project left out of the portfolio",
@@ -97,7 +99,7 @@ class Portfolio:
                     problem=str(exc),
                 )
                 continue
-            self._projects[folder.name] = (content, project)
+            self._projects[folder.name] = (seen, content, project)
             found[folder.name] = (folder, content, project)
         return found
 

@@ -699,3 +699,45 @@ def test_three_problems_in_three_files_are_all_named_by_check_bundle_and_the_qua
     report = (workspace.failed / "broken.error.txt").read_text("utf-8")
     assert "3 problems in broken" in report
     assert all(f in report for f in files), report
+
+
+def zip_of(folder: Path, target: Path) -> Path:
+    import zipfile
+
+    with zipfile.ZipFile(target, "w") as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                archive.write(path, path.relative_to(folder).as_posix())
+    return target
+
+
+@pytest.mark.loadbearing
+def test_an_archive_runs_once_and_the_same_archive_again_is_a_duplicate(
+    workspace: Workspace, processor: Processor, clock: Clock, tmp_path: Path
+) -> None:
+    # Found in review: the archive's own hash was its identity, so its unpacked folder looked
+    # new to the portfolio (a second, charged run) and a re-drop replaced the project with a zip.
+    archive = zip_of(SCHOOL, tmp_path / "school.zip")
+    shutil.copy(archive, workspace.inbox_projects / "school.zip")
+    assert [r.state for r in settle(processor, clock)] == ["done"]
+    shutil.copy(archive, workspace.inbox_projects / "again.zip")
+    assert [r.state for r in settle(processor, clock)] == ["duplicate"]
+    assert len(read_spend(workspace.spend_file).runs) == 1
+    assert (workspace.bundles_projects / "lillevik-school" / "index.md").is_file()
+    assert not [p for p in processor.claimed_dir.iterdir()]
+
+
+@pytest.mark.loadbearing
+def test_a_claim_keeps_the_identity_it_was_given(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    # Found in review: recomputed at recovery, a moved portfolio turned one claim into two runs.
+    from portfolio_optimiser.daemon.claim import claim
+
+    claimed = claim(drop_bundle(workspace), processor.claimed_dir)
+    assert claimed is not None
+    processor.ledger.remember_claim(claimed.name, "f" * 64)
+    [result] = processor.recover()
+    assert result.state == "done"
+    assert processor.ledger.get("f" * 64) is not None
+    assert processor.ledger.get("f" * 64).state == "done"  # type: ignore[union-attr]

@@ -75,3 +75,9 @@ def test_different_units_fall_back_to_the_share() -> None:
 def test_an_approval_whose_project_is_unknown_is_not_carried_in_kroner() -> None:
     large = project("large", "02.3", 20_000_000, 2500, "m2")
     assert learned_candidates(large, [approval("gone", "02.3", 100_000)], {}) == []
+
+
+def test_an_approval_is_not_carried_back_into_its_own_project() -> None:
+    # Found in review: it came back at rate × rate and pushed the approved candidate out.
+    small = project("small", "02.3", 6_000_000, 1000, "m2")
+    assert learned_candidates(small, [approval("small", "02.3", 100_000)], {"small": small}) == []

@@ -141,3 +141,27 @@ def test_a_generated_portfolio_finds_its_planted_lines(tmp_path: Path, seed: int
     hits = found & portfolio.planted
     assert len(hits) >= 0.9 * len(portfolio.planted)
     assert len(hits) >= 0.8 * len(found)
+
+
+@pytest.mark.loadbearing
+def test_one_excess_cannot_be_claimed_twice_and_the_line_must_be_flagged() -> None:
+    # Found in review: a second candidate citing the same class was accepted for the same excess.
+    others = [project(f"p{i}", 6000) for i in range(5)]
+    dear = project("dear", 9000, quantity=480)
+    index = ReferenceIndex.of([*others, dear])
+    [first] = reference_candidates(dear, index)
+    again = first.model_copy(update={"measure_type": "rationalise"})
+    [ok, twice] = validate_candidates([first, again], dear, references=index)
+    assert ok.outcome == "accepted" and twice.outcome == "rejected"
+    assert "already claimed" in twice.reason
+    fair = project("fair", 6100, quantity=480)
+    index = ReferenceIndex.of([*others, fair])
+    cited = first.model_copy(
+        update={
+            "project_id": "fair",
+            "claimed_saving_nok": 10,
+            "saving_literal": "10",
+            "evidence": ("cost/fair-02.3.md", "reference:02.3@m2"),
+        }
+    )
+    assert validate_candidate(cited, fair, references=index).outcome == "rejected"

@@ -231,9 +231,16 @@ def reference_candidates(project: Project, index: ReferenceIndex) -> list[Candid
 
 
 def check_reference(
-    candidate: Candidate, project: Project, index: ReferenceIndex, link: str
+    candidate: Candidate,
+    project: Project,
+    index: ReferenceIndex,
+    link: str,
+    accepted: Sequence[Candidate] = (),
 ) -> str | None:
-    """The validator's check of a ``reference:`` link: None when it holds, else why not."""
+    """The validator's check of a ``reference:`` link: None when it holds, else why not.
+
+    The line must be one the rule flags, and the saving its median gives is shared by every
+    accepted candidate citing the same class: one excess cannot be claimed twice."""
     code, _, unit = link.removeprefix(LINK_PREFIX).partition("@")
     line = project.line(code)
     if not unit or line is None or code not in candidate.affected_codes:
@@ -248,11 +255,19 @@ def check_reference(
             f"fewer than the {index.rule.min_comparables} a reference needs"
         )
     _unit, quantity, price = priced
+    if not reference.flags(price, index.rule):
+        return (
+            f"evidence link {link!r}: {code} at {_fmt(price)} NOK/{unit} is not priced well above "
+            f"its reference median {_fmt(reference.median)}"
+        )
     expected = reference_saving(price, reference.median, quantity)
-    if float(candidate.claimed_saving_nok) > expected + 0.5:
+    taken = sum(float(c.claimed_saving_nok) for c in accepted if link in c.evidence)
+    if float(candidate.claimed_saving_nok) + taken > expected + 0.5:
+        already = f" ({_fmt(taken)} NOK of it already claimed)" if taken else ""
         return (
             f"evidence link {link!r}: at the reference median {_fmt(reference.median)} NOK/{unit} "
-            f"the saving is {_fmt(expected)} NOK, less than the {candidate.saving_literal} claimed"
+            f"the saving is {_fmt(expected)} NOK{already}, less than the "
+            f"{candidate.saving_literal} claimed"
         )
     return None
 
@@ -265,5 +280,7 @@ def references_of(
     for link in candidate.evidence:
         if link.startswith(LINK_PREFIX):
             code, _, unit = link.removeprefix(LINK_PREFIX).partition("@")
-            found.append(index.reference(project, code, unit))
+            reference = index.reference(project, code, unit)
+            if reference.n:
+                found.append(reference)
     return found

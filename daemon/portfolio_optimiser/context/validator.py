@@ -104,7 +104,7 @@ def _validate(
         if cost_known and saving_ok
         else _skipped(Rule.NO_DOUBLE_COUNTING)
     )
-    checks.append(_evidence_inside_bundle(candidate, project, references))
+    checks.append(_evidence_inside_bundle(candidate, project, references, accepted))
     receipt = Receipt(candidate_id=candidate.id, project_id=project.id, checks=tuple(checks))
     failed = next((c for c in checks if c.outcome is RuleOutcome.FAILED), None)
     if failed is None:
@@ -285,7 +285,10 @@ def _overlapping(candidate: Candidate, accepted: Sequence[Candidate]) -> list[Ca
 
 
 def _evidence_inside_bundle(
-    candidate: Candidate, project: Project, references: ReferenceIndex | None
+    candidate: Candidate,
+    project: Project,
+    references: ReferenceIndex | None,
+    accepted: Sequence[Candidate],
 ) -> RuleCheck:
     if not candidate.evidence:
         return _failed(
@@ -295,7 +298,7 @@ def _evidence_inside_bundle(
     for link in candidate.evidence:
         if link.startswith(LINK_PREFIX):
             wrong = (
-                check_reference(candidate, project, references, link)
+                check_reference(candidate, project, references, link, accepted)
                 if references is not None
                 else f"evidence link {link!r} names a reference class, and this check had none"
             )

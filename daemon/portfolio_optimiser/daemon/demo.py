@@ -20,6 +20,7 @@ runs are local, and the demo says so. It proves the plumbing and the data flow, 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -335,6 +336,6 @@ def render_demo(report: DemoReport) -> str:
         "inbox/projects/; each is processed as it arrives.",
         "",
         f"Open first: {report.learning.report}",
-        f"Next: portfolio-optimiser run --workspace {root}",
+        f"Next: portfolio-optimiser run --workspace {shlex.quote(str(root))}",
     ]
     return "\n".join(lines)

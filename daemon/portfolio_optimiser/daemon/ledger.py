@@ -70,6 +70,10 @@ CREATE TABLE IF NOT EXISTS unfinished_runs (
     digest TEXT PRIMARY KEY,
     starts INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS claims (
+    claimed TEXT PRIMARY KEY,
+    identity TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS project_runs (
     project_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -426,6 +430,18 @@ class Ledger:
                 values,
             )
         return len(values)
+
+    def remember_claim(self, claimed: str, identity: str) -> None:
+        """The run identity a claim was given, so recovery and retries reuse it."""
+        self._write(
+            "INSERT OR IGNORE INTO claims (claimed, identity) VALUES (?, ?)", (claimed, identity)
+        )
+
+    def claim_identity(self, claimed: str) -> str | None:
+        row = self._db.execute(
+            "SELECT identity FROM claims WHERE claimed = ?", (claimed,)
+        ).fetchone()
+        return None if row is None else str(row[0])
 
     def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
         """This run is now the project's latest: the one the portfolio report counts."""

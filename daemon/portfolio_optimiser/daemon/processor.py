@@ -104,8 +104,9 @@ class Processor:
         """The bundle whose pipeline run is under way (its start counted in the ledger)."""
         self.reasoning_store = Store(ws.state)
         self.portfolio = Portfolio(ws, self.config, self.log, lambda: learning_store(self))
-        if not (ws.references / "index.md").is_file() and ws.bundles_projects.is_dir():
-            self.portfolio.rebuild()  # a workspace from before reference classes existed
+        # Rebuilt at every start: a crash between a settle and its rebuild must not leave the
+        # classes behind the projects (and a workspace from before them gets them).
+        self._rebuild_references()
         self.reruns_due = True
         """Whether ingested projects may be due a new run (the portfolio moved under them); read
         from the ledger at the next step, so a crash loses nothing."""
@@ -229,6 +230,8 @@ class Processor:
     def _reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
         """A new run for each ingested project the portfolio moved under (its identity is new)."""
         self.reruns_due = False
+        for waiting in [w for w in self.waiting if w.endswith(" (rerun)")]:
+            del self.waiting[waiting]
         results = []
         for folder, identity in self.portfolio.due(self.ledger):
             if stop():
@@ -259,7 +262,15 @@ class Processor:
             return ItemResult(name, "rerun", "failed", why)
         self.log.info("rerun: the portfolio moved under an ingested project", project=name)
         try:
-            result = self._run(folder, identity, known.first_seen, name)
+            result = self._run(folder, identity, known.first_seen, name, rerun=True)
+        except OSError as exc:
+            if exc.errno in _TRANSIENT:  # left unfinished: the next event or start tries again
+                self.log.warning("rerun put off", project=name, reason=exc.strerror)
+                return ItemResult(name, "rerun", "retry", str(exc.strerror))
+            why = f"{name}: its rerun failed ({exc})"
+            self.log.error("rerun failed", project=name, exc_info=exc)
+            self.ledger.mark(identity, "failed", now=_iso(self.clock()), error=why)
+            return ItemResult(name, "rerun", "failed", why)
         except Exception as exc:
             why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
             self.log.error("rerun failed", project=name, exc_info=exc)
@@ -397,19 +408,39 @@ class Processor:
         oversized = self._oversized(claimed, name)
         if oversized is not None:
             return self._quarantine(claimed, name, content, oversized)
+        remembered = self.ledger.claim_identity(claimed.name)
         try:
-            # The run's identity: its content and the portfolio inputs that shape its candidates.
             bundle = self._bundle_root(claimed)
-            digest = self.portfolio.identity(bundle, content)
-        except (BundleError, ArchiveError) as exc:
+            if bundle != claimed:
+                content = content_digest(bundle)  # an archive: what it holds, as it will settle
+            # The run's identity (its content and the portfolio inputs that shape its candidates)
+            # is fixed when it is claimed: recovery and retries reuse it, so a portfolio that
+            # moved in between cannot turn one claim into two runs.
+            digest = remembered or self.portfolio.identity(bundle, content)
+            if remembered is None:
+                self.ledger.remember_claim(claimed.name, digest)
+        except (BundleError, ArchiveError, ClaimError) as exc:
             return self._quarantine(claimed, name, content, str(exc))
+        except OSError as exc:
+            if exc.errno in _TRANSIENT:
+                return self._retry_later(claimed, name, content, f"{exc.strerror}")
+            return self._internal_error(claimed, name, content, exc)
+        except Exception as exc:
+            return self._internal_error(claimed, name, content, exc)
         known = self.ledger.get(digest)
-        if known is not None and known.state == "done" and not self._settled(content, known.detail):
+        if (
+            known is not None
+            and known.state == "done"
+            and remembered is not None
+            and not self._settled(content, known.detail)
+        ):
             # Done, but a crash came before the bundle moved to bundles/projects/: finish that.
             project_id = (known.detail or "").split(" run ", 1)[0]
-            self._settle_input(claimed, project_id)
+            self._settle_input(bundle, project_id)
             return ItemResult(name, "bundle", "done", f"finished after a restart ({known.detail})")
         if known is not None and known.state == "done":
+            # Run before: also an older version dropped again, which stays a duplicate (it was
+            # run and charged once; reinstating it without a run would mislead every report).
             shutil.rmtree(claimed.with_name(f".{claimed.name}.d"), ignore_errors=True)
             destination = release(claimed, self.workspace.duplicates / name)
             publish_text(
@@ -514,7 +545,9 @@ class Processor:
             claimed, unpacked, max_total_bytes=self.config.daemon.max_bundle_bytes
         )
 
-    def _run(self, bundle: Path, digest: str, first_seen: str, name: str) -> ItemResult:
+    def _run(
+        self, bundle: Path, digest: str, first_seen: str, name: str, *, rerun: bool = False
+    ) -> ItemResult:
         ws = self.workspace
         stamp = first_seen  # the run's timestamp is when its content was first seen: stable across restarts
         run_id = f"{first_seen[:10].replace('-', '')}-{digest[:10]}"
@@ -568,7 +601,7 @@ class Processor:
             detail=f"{summary.project_id} run {run_id}",
             output=str(summary.folder),
         )
-        if bundle != self.workspace.bundles_projects / summary.project_id:
+        if not rerun:
             self._settle_input(bundle, summary.project_id)  # a rerun's bundle is already there
         self.publish_portfolio()
         self.log.info(
@@ -600,8 +633,14 @@ class Processor:
             archive = bundle.with_name(bundle.name[1:].removesuffix(".d"))
             if archive.exists():
                 archive.unlink()  # the unpacked bundle now lives in bundles/projects/
-        self.portfolio.rebuild()
+        self._rebuild_references()
         self.reruns_due = True
+
+    def _rebuild_references(self) -> None:
+        try:
+            self.portfolio.rebuild()
+        except OSError as exc:  # the run is durable by now; the next settle or start rebuilds
+            self.log.warning("reference classes not rebuilt", problem=str(exc))
 
     def _quarantine(
         self, claimed: Path, name: str, digest: str | None, sentence: str

@@ -62,6 +62,8 @@ def learned_candidates(
             continue
         if key.measure_type == REFERENCE_PRICE:
             continue  # a line's own overpricing; the reference classes find it elsewhere
+        if key.project_id == project.id:
+            continue  # judged here already: carrying it back would count it twice
         source = portfolio.get(key.project_id or "")
         if source is None or not set(codes) <= source.codes:
             continue

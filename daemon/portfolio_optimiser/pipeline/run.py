@@ -134,6 +134,7 @@ async def run_project(
         references={
             c.candidate.id: ref
             for c in run.outcomes
+            if c.validator.outcome == "accepted"
             for ref in references_of(c.candidate, project, run.references)
         },
         candidates=tuple(run.outcomes),

@@ -43,7 +43,7 @@ from .filters import InboxFilter
 from .ledger import Ledger, LedgerError, next_backoff_s
 from .portfolio import Portfolio
 from .published import Published
-from .runner import learning_store, run_pipeline
+from .runner import RunInputs, learning_store, run_pipeline
 from .stability import StabilityTracker, snapshot
 from .verdicts import VerdictState, ingest_verdict
 from .workspace import Workspace
@@ -103,7 +103,9 @@ class Processor:
         self.running_digest: str | None = None
         """The bundle whose pipeline run is under way (its start counted in the ledger)."""
         self.reasoning_store = Store(ws.state)
-        self.portfolio = Portfolio(ws, self.config, self.log, lambda: learning_store(self))
+        self.portfolio = Portfolio(
+            ws, self.config, self.log, lambda: learning_store(ws, self.ledger, self.log)
+        )
         # Rebuilt at every start: a crash between a settle and its rebuild must not leave the
         # classes behind the projects (and a workspace from before them gets them).
         self._rebuild_references()
@@ -563,7 +565,18 @@ class Processor:
             self.ledger.start_run(digest)
             self.running_digest = digest
             self._fault("during-run")
-            result = run_pipeline(self, bundle, run_id)
+            inputs = RunInputs.build(
+                workspace=ws,
+                config=self.config,
+                ledger=self.ledger,
+                now=datetime.fromtimestamp(self.clock(), UTC),
+                environ=self.environ,
+                reasoning_store=self.reasoning_store,
+                portfolio=self.portfolio,
+                client_factory=self.client_factory,
+                log=self.log,
+            )
+            result = run_pipeline(inputs, bundle, run_id)
             run_folder = ws.outbox / "runs" / result.project_id / run_id
             folder = write_run_outputs(
                 result,

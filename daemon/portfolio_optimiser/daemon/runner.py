@@ -1,14 +1,20 @@
-"""The two things a bundle's run takes from the workspace: the learning store (seeded afresh for
-every run) and the pipeline itself, with the budgets and the reasoning session of this daemon."""
+"""A bundle's run: its inputs, built once per job from the workspace (the learning store seeded
+afresh, the portfolio's reference classes and projects, the spend so far, the admission), and the
+pipeline run on them with this daemon's budgets."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.reference import ReferenceIndex
 from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
 from portfolio_optimiser.learning import (
     LearnedVerdict,
@@ -24,6 +30,7 @@ from portfolio_optimiser.pipeline.budget import (
 )
 from portfolio_optimiser.pipeline.outcome import RunResult
 from portfolio_optimiser.pipeline.run import (
+    ClientFactory,
     ReasoningSession,
     RunSettings,
     run_project,
@@ -32,21 +39,61 @@ from portfolio_optimiser.reasoning.availability import AdvisorState
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Admission, Store, availability_now
 
-if TYPE_CHECKING:  # the processor calls these; typing only, no import cycle at run time
-    from .processor import Processor
+from .ledger import Ledger
+from .workspace import Workspace
 
-__all__ = ["learning_store", "open_circuits", "run_pipeline"]
+if TYPE_CHECKING:  # the portfolio imports the runner's learning store; typing only here
+    from .portfolio import Portfolio
+
+__all__ = ["RunInputs", "learning_store", "open_circuits", "run_pipeline"]
 
 
-def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
-    config = processor.config
-    spend = read_spend(processor.workspace.spend_file)
-    admission = admission_for(
-        config,
-        now=datetime.fromtimestamp(processor.clock(), UTC),
-        environ=processor.environ,
-        clock=lambda: datetime.now(UTC),
-    )
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything one bundle's run takes, built once for the job from the workspace's state:
+    the runner reads nothing else (no processor, no folders of its own)."""
+
+    config: Config
+    admission: Admission
+    spent_tokens: int
+    verdicts: VerdictStore
+    references: ReferenceIndex
+    portfolio: Mapping[str, Project]
+    reasoning_store: Store
+    client_factory: ClientFactory
+    log: Any
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        workspace: Workspace,
+        config: Config,
+        ledger: Ledger,
+        now: datetime,
+        environ: dict[str, str] | None,
+        reasoning_store: Store,
+        portfolio: Portfolio,
+        client_factory: ClientFactory,
+        log: Any,
+    ) -> RunInputs:
+        return cls(
+            config=config,
+            admission=admission_for(
+                config, now=now, environ=environ, clock=lambda: datetime.now(UTC)
+            ),
+            spent_tokens=read_spend(workspace.spend_file).spent_tokens,
+            verdicts=learning_store(workspace, ledger, log),
+            references=portfolio.references(),
+            portfolio=portfolio.by_id(),
+            reasoning_store=reasoning_store,
+            client_factory=client_factory,
+            log=log,
+        )
+
+
+def run_pipeline(inputs: RunInputs, bundle: Path, run_id: str) -> RunResult:
+    config = inputs.config
     budget = Budget(
         run_tokens=config.budget.run_tokens,
         call_tokens=config.budget.call_tokens,
@@ -56,29 +103,29 @@ def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
         PortfolioBudget(
             total_tokens=config.budget.portfolio_tokens, per_run_claim=config.budget.run_tokens
         ),
-        spent=spend.spent_tokens,
+        spent=inputs.spent_tokens,
     )
-    before = open_circuits(processor.reasoning_store, admission)
+    before = open_circuits(inputs.reasoning_store, inputs.admission)
     result = asyncio.run(
         run_project(
             bundle,
-            verdicts=learning_store(processor),
+            verdicts=inputs.verdicts,
             budget=budget,
             settings=RunSettings.from_config(config),
-            reasoning=ReasoningSession(processor.reasoning_store, admission),
+            reasoning=ReasoningSession(inputs.reasoning_store, inputs.admission),
             run_id=run_id,
             portfolio_meter=meter,
-            client_factory=processor.client_factory,
-            references=processor.portfolio.references(),
-            portfolio=processor.portfolio.by_id(),
+            client_factory=inputs.client_factory,
+            references=inputs.references,
+            portfolio=inputs.portfolio,
         )
     )
     # A circuit opened by this run is an operator's business: the journal says so once, here.
-    for advisor, state in open_circuits(processor.reasoning_store, admission).items():
+    for advisor, state in open_circuits(inputs.reasoning_store, inputs.admission).items():
         if state.circuit is not None and (
             advisor not in before or before[advisor].circuit != state.circuit
         ):
-            processor.log.warning(
+            inputs.log.warning(
                 "advisor circuit opened",
                 advisor=advisor,
                 opened_by=str(state.circuit.opened_by),
@@ -88,7 +135,7 @@ def run_pipeline(processor: Processor, bundle: Path, run_id: str) -> RunResult:
                 run=run_id,
             )
     if result.budget_stop:
-        processor.log.warning(
+        inputs.log.warning(
             "run stopped by its budget",
             project=result.project_id,
             run=run_id,
@@ -106,16 +153,16 @@ def open_circuits(store: Store, admission: Admission) -> dict[str, AdvisorState]
     }
 
 
-def learning_store(processor: Processor) -> VerdictStore:
+def learning_store(workspace: Workspace, ledger: Ledger, log: Any) -> VerdictStore:
     """Seeded afresh for every run: the wiki's promoted verdicts, then each candidate's current
     verdict as the ledger recorded it. A file the daemon refused, or has not read since it
     changed, teaches nothing; a damaged wiki page is skipped and named, never fatal."""
     problems: list[tuple[str, str]] = []
-    store = seed_store_from_bundle(processor.workspace.wiki, problems=problems)
+    store = seed_store_from_bundle(workspace.wiki, problems=problems)
     for page, why in problems:
-        processor.log.warning("wiki page skipped by the learning fold", page=page, problem=why)
-    for row in processor.ledger.latest_verdicts():
-        path = processor.workspace.inbox_verdicts / row.name
+        log.warning("wiki page skipped by the learning fold", page=page, problem=why)
+    for row in ledger.latest_verdicts():
+        path = workspace.inbox_verdicts / row.name
         try:
             data = path.read_bytes()
         except OSError:
@@ -125,7 +172,5 @@ def learning_store(processor: Processor) -> VerdictStore:
         try:
             store.add(LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path))
         except (VerdictError, VerdictFrontmatterError) as exc:
-            processor.log.warning(
-                "verdict skipped by the learning fold", file=row.name, problem=str(exc)
-            )
+            log.warning("verdict skipped by the learning fold", file=row.name, problem=str(exc))
     return store

@@ -221,14 +221,8 @@ class BundleLifecycle:
             digest = remembered or self.portfolio.identity(bundle, content)
             if remembered is None:
                 self.ledger.remember_claim(claimed.name, digest)
-        except (BundleError, ArchiveError, ClaimError) as exc:
-            return self._quarantine(claimed, name, content, str(exc))
-        except OSError as exc:
-            if exc.errno in _TRANSIENT:
-                return self._retry_later(claimed, name, content, f"{exc.strerror}")
-            return self._internal_error(claimed, name, content, exc)
         except Exception as exc:
-            return self._internal_error(claimed, name, content, exc)
+            return self._set_aside(claimed, name, content, exc)
         known = self.ledger.get(digest)
         if (
             known is not None
@@ -276,14 +270,8 @@ class BundleLifecycle:
             )
         try:
             result = self._run(bundle, digest, first_seen, name)
-        except (BundleError, ArchiveError) as exc:
-            return self._quarantine(claimed, name, digest, str(exc))
-        except OSError as exc:
-            if exc.errno in _TRANSIENT:
-                return self._retry_later(claimed, name, digest, f"{exc.strerror}")
-            return self._internal_error(claimed, name, digest, exc)
         except Exception as exc:
-            return self._internal_error(claimed, name, digest, exc)
+            return self._set_aside(claimed, name, digest, exc)
         finally:
             self.ledger.finish_run(digest)
             self.running_digest = None
@@ -298,6 +286,16 @@ class BundleLifecycle:
             return
         with contextlib.suppress(LedgerError), Ledger.open(self.ledger.path) as other:
             other.finish_run(digest)
+
+    def _set_aside(self, claimed: Path, name: str, key: str, exc: Exception) -> ItemResult:
+        """What an exception costs a claimed bundle: a bad bundle is quarantined with the reason,
+        a transient failure retried from its claimed place, anything else is a bug that costs
+        this bundle and never the daemon."""
+        if isinstance(exc, BundleError | ArchiveError | ClaimError):
+            return self._quarantine(claimed, name, key, str(exc))
+        if isinstance(exc, OSError) and exc.errno in _TRANSIENT:
+            return self._retry_later(claimed, name, key, f"{exc.strerror}")
+        return self._internal_error(claimed, name, key, exc)
 
     def _internal_error(
         self, claimed: Path, name: str, digest: str, exc: BaseException

@@ -741,3 +741,12 @@ def test_a_claim_keeps_the_identity_it_was_given(
     assert result.state == "done"
     assert processor.ledger.get("f" * 64) is not None
     assert processor.ledger.get("f" * 64).state == "done"  # type: ignore[union-attr]
+
+
+def test_a_finished_claim_leaves_no_remembered_identity(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    drop_bundle(workspace)
+    assert [r.state for r in settle(processor, clock)] == ["done"]
+    rows = processor.ledger._db.execute("SELECT COUNT(*) FROM claims").fetchone()
+    assert tuple(rows) == (0,)

@@ -194,6 +194,12 @@ class BundleLifecycle:
         return due
 
     def _process_claimed(self, claimed: Path, *, name: str) -> ItemResult:
+        result = self._claimed_lifecycle(claimed, name=name)
+        if result.state != "retry":
+            self.ledger.forget_claim(claimed.name)  # it has left its claimed place for good
+        return result
+
+    def _claimed_lifecycle(self, claimed: Path, *, name: str) -> ItemResult:
         now = self.clock()
         self._fault("after-claim")
         try:

@@ -437,6 +437,9 @@ class Ledger:
             "INSERT OR IGNORE INTO claims (claimed, identity) VALUES (?, ?)", (claimed, identity)
         )
 
+    def forget_claim(self, claimed: str) -> None:
+        self._write("DELETE FROM claims WHERE claimed = ?", (claimed,))
+
     def claim_identity(self, claimed: str) -> str | None:
         row = self._db.execute(
             "SELECT identity FROM claims WHERE claimed = ?", (claimed,)

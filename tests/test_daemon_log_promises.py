@@ -106,17 +106,25 @@ def test_a_bundle_the_budget_cannot_fund_is_logged_as_waiting(
     assert logged["bundle"] == "lillevik-school" and "budget" in logged["reason"]
 
 
+def run_with_model(
+    server: FakeLLMServer, workspace: Workspace, ledger: Ledger, tmp_path: Path, **budget: int
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The school run once with the local advisor pointed at ``server``: (result, log events)."""
+    environ = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"}
+    config = config_with_local_server(tmp_path / "config.toml", server.base_url)
+    processor = processor_for(workspace, ledger, environ, config=config, **budget)
+    shutil.copytree(SCHOOL, workspace.inbox_projects / "lillevik-school")
+    with capture_logs() as logs:
+        [result] = settle(processor)
+    return result, logs
+
+
 @pytest.mark.loadbearing
 def test_a_run_that_opens_an_advisors_circuit_logs_it_once(
     workspace: Workspace, ledger: Ledger, tmp_path: Path
 ) -> None:
     with FakeLLMServer(mode="server_error") as server:
-        environ = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"}
-        config = config_with_local_server(tmp_path / "config.toml", server.base_url)
-        processor = processor_for(workspace, ledger, environ, config=config)
-        shutil.copytree(SCHOOL, workspace.inbox_projects / "lillevik-school")
-        with capture_logs() as logs:
-            [result] = settle(processor)
+        result, logs = run_with_model(server, workspace, ledger, tmp_path)
         assert server.requests  # it was asked, and failed
     assert result.state == "done"
     [opened] = events(logs, "advisor circuit opened")
@@ -130,14 +138,9 @@ def test_a_run_stopped_by_its_budget_is_logged(
     workspace: Workspace, ledger: Ledger, tmp_path: Path
 ) -> None:
     with FakeLLMServer(content="The figures hold.\nVERDICT: APPROVE") as server:
-        environ = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"}
-        config = config_with_local_server(tmp_path / "config.toml", server.base_url)
-        processor = processor_for(
-            workspace, ledger, environ, config=config, run_tokens=2000, call_tokens=2000
+        result, logs = run_with_model(
+            server, workspace, ledger, tmp_path, run_tokens=2000, call_tokens=2000
         )
-        shutil.copytree(SCHOOL, workspace.inbox_projects / "lillevik-school")
-        with capture_logs() as logs:
-            [result] = settle(processor)
     assert result.state == "done"
     [stopped] = events(logs, "run stopped by its budget")
     assert stopped["project"] == "lillevik-school" and stopped["which"]

@@ -44,6 +44,7 @@ __all__ = [
     "reference_link",
     "reference_saving",
     "references_of",
+    "two_figures_down",
 ]
 
 MEASURE_TYPE: Final = "reference_price"
@@ -180,14 +181,20 @@ class ReferenceIndex:
         ]
 
 
-def reference_saving(unit_price: float, median: float, quantity: float) -> int:
-    """(unit price − median) × quantity, rounded down to two significant figures (whole NOK)."""
-    exact = Decimal(str(unit_price)) - Decimal(str(median))
-    exact *= Decimal(str(quantity))
+def two_figures_down(value: float | Decimal) -> int:
+    """Rounded down to two significant figures, in whole NOK (0 for nothing): conservative, and
+    stable while its inputs move a little. Every saving the portfolio carries is rounded so."""
+    exact = value if isinstance(value, Decimal) else Decimal(str(value))
     if exact <= 0:
         return 0
     step = Decimal(10) ** max(exact.adjusted() - 1, 0)
     return int((exact / step).to_integral_value(rounding=ROUND_FLOOR) * step)
+
+
+def reference_saving(unit_price: float, median: float, quantity: float) -> int:
+    """(unit price − median) × quantity, rounded down to two significant figures (whole NOK)."""
+    excess = Decimal(str(unit_price)) - Decimal(str(median))
+    return two_figures_down(excess * Decimal(str(quantity)))
 
 
 def _fmt(value: float) -> str:

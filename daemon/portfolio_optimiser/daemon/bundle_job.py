@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,9 +79,13 @@ class BundleLifecycle:
     reasoning_store: Store
     portfolio: Portfolio
     reruns_due: bool
+    _test_fault: str
+    """The processor reads PORTFOLIO_OPTIMISER_TEST_FAULT once (see its ``__post_init__``)."""
 
     def _fault(self, point: str) -> None:
-        raise NotImplementedError
+        """TEST-ONLY: die here, without cleanup, when the test fault hook names ``point``."""
+        if self._test_fault == point:
+            os._exit(137)
 
     def publish_portfolio(self) -> None:
         """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,

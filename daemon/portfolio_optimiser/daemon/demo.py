@@ -30,6 +30,7 @@ from typing import Any, Final
 from portfolio_optimiser._atomic import publish_atomic
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.errors import UserError
+from portfolio_optimiser.outputs.report import format_nok
 from portfolio_optimiser.outputs.templates import dump_json, template_name
 from portfolio_optimiser.persona import load_persona_example, persona_marker
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
@@ -262,10 +263,6 @@ def run_demo(
     )
 
 
-def _nok(value: Any) -> str:
-    return f"{float(value):,.0f}".replace(",", " ") + " NOK"
-
-
 def _rel(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))
@@ -305,7 +302,7 @@ def render_demo(report: DemoReport) -> str:
     for c in learned:
         lines.append(
             f"   learned from the verdict: {c.get('title')}, "
-            f"{_nok(c.get('claimed_saving_nok', 0))}, validator {c['validator']['outcome']}"
+            f"{format_nok(c.get('claimed_saving_nok', 0))} NOK, validator {c['validator']['outcome']}"
         )
     lines += [
         f"   the expert's lesson (marker {report.marker}) reached its prompt: "

@@ -5,8 +5,9 @@ Decides: what a run's identity is — the bundle's content hash, and the version
 inputs that shaped its candidates offline (the reference-price and learned candidates the local
 rules give it now, by id). A bundle nothing in the portfolio shapes keeps its content hash as its
 identity. And which ingested projects are due a new run: those whose identity is not yet in the
-ledger, because the reference classes or the approved verdicts moved under them. Their unchanged
-candidates are reused by the reasoning records, so a rerun with nothing new consults nobody.
+ledger, because the reference classes or the approved verdicts moved under them. Offline a
+rerun costs nothing; with a model its unchanged candidates reuse the checker's standing
+conclusions, but the proposer is asked again (a proposal is a run's own).
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class Portfolio:
     """Ingested projects by folder name: (the folder's inode and mtime, content hash, IR). A
     project settles by a rename into place, which gives its folder a new inode: only then is it
     hashed and read again."""
+    _published: ReferenceIndex | None = None
 
     def projects(self) -> dict[str, tuple[Path, str, Project]]:
         """Every ingested project that loads: folder name → (folder, content hash, IR)."""
@@ -109,14 +111,19 @@ class Portfolio:
     def rebuild(self) -> ReferenceIndex:
         """Publish the reference classes of every ingested project (the processor's job alone)."""
         projects = [project for _folder, _content, project in self.projects().values()]
-        return publish_reference_classes(
+        self._published = publish_reference_classes(
             self.workspace.references, projects, self.config.reference.rule()
         )
+        return self._published
 
     def references(self) -> ReferenceIndex:
-        return read_reference_classes(
-            self.workspace.references, self.config.reference.rule(), log=self.log
-        )
+        """The classes as last published: kept by the one writer that published them, read
+        back from their pages only when this process has not published yet."""
+        if self._published is None:
+            self._published = read_reference_classes(
+                self.workspace.references, self.config.reference.rule(), log=self.log
+            )
+        return self._published
 
     def publish_report(self, ledger: Ledger, *, stamp: str) -> Path:
         """``outbox/portfolio.md`` and its chart, from each project's latest run and the

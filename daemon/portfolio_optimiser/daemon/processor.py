@@ -86,11 +86,6 @@ class Processor(BundleLifecycle):
             "PORTFOLIO_OPTIMISER_TEST_FAULT", ""
         )
 
-    def _fault(self, point: str) -> None:
-        """TEST-ONLY: die here, without cleanup, when the test fault hook names ``point``."""
-        if self._test_fault == point:
-            os._exit(137)
-
     # -- hints and scans -------------------------------------------------------------------------
 
     def observe(self, entry: Path, *, moved_in: bool = False) -> None:

@@ -5,7 +5,8 @@ ever reaches the learning fold), their exact bytes (one page per (code, unit) cl
 the ingest stamp ``generated: true`` + ``ingest_manifest`` naming the projects they were built
 from), and that a rebuild is deterministic and complete: built from every project in
 ``bundles/projects/`` and stale pages removed. The processor is their one writer, after a project
-settles; a run reads them back, so a run sees the portfolio as it was last published.
+settles, and keeps the index it published; a process that has not published reads the pages
+back. Either way a run sees the portfolio as it was last published.
 """
 
 from __future__ import annotations

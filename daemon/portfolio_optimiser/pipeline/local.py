@@ -20,7 +20,7 @@ from portfolio_optimiser.context.reference import (
     ReferenceIndex,
     normalise_unit,
     reference_candidates,
-    reference_saving,
+    two_figures_down,
 )
 
 __all__ = ["learned_candidates", "local_candidates", "local_review"]
@@ -34,11 +34,6 @@ def _affected(project: Project, codes: tuple[str, ...]) -> tuple[float, float | 
     if len(lines) == 1 and lines[0].quantity and normalise_unit(lines[0].unit):
         return cost, float(lines[0].quantity), normalise_unit(lines[0].unit)
     return cost, None, None
-
-
-def _two_figures(value: float) -> int:
-    """Rounded down to two significant figures: conservative, and stable as the inputs move."""
-    return reference_saving(value, 0, 1) if value > 0 else 0
 
 
 def learned_candidates(
@@ -82,7 +77,7 @@ def learned_candidates(
             how = f"{rate:.2%} of the affected cost, {cost:,.0f} NOK here"
         else:
             continue
-        saving = _two_figures(rate * realised * basis)
+        saving = two_figures_down(rate * realised * basis)
         if saving <= 0:
             continue
         evidence = tuple(

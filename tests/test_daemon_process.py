@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from portfolio_optimiser.daemon.ledger import Ledger
+
 from .daemon_helpers import (
     NotifyReceiver,
     Processes,
@@ -255,7 +257,14 @@ def test_bad_verdict_is_reported_with_line_and_column_and_the_fix_is_ingested(
 
 # -- 3. crash safety: killed between two durable steps, finished exactly once on restart ----------
 
-FAULTS = ["after-claim", "during-run", "after-outputs", "after-spend"]
+FAULTS = [
+    "after-claim",
+    "during-run",
+    "after-ran",
+    "after-outputs",
+    "after-spend",
+    "after-settle",
+]
 
 
 @dataclass(frozen=True)
@@ -300,12 +309,7 @@ def crash_cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, 
 
 @pytest.mark.parametrize(
     "fault",
-    [
-        "after-claim",
-        "during-run",
-        "after-outputs",
-        "after-spend",
-    ],
+    FAULTS,
 )
 def test_killed_mid_job_then_restarted_finishes_exactly_once(
     fault: str, crash_cases: dict[str, CrashCase]
@@ -325,6 +329,27 @@ def test_killed_mid_job_then_restarted_finishes_exactly_once(
     assert list((ws / ".state" / "claimed").iterdir()) == []
     assert leftovers(ws) == []
     assert unparseable_json(ws / "outbox") == []
+    with Ledger.open(ws / ".state" / "ledger.sqlite") as ledger:
+        assert ledger.jobs(unfinished=True) == [], "every job settled"
+    # Recovery reads the stage the job stored; nothing is guessed from folders.
+    events = [
+        json.loads(line) for line in case.recovery.stderr.splitlines() if line.startswith("{")
+    ]
+    resumed = [e["stage"] for e in events if e.get("event") == "job resumed"]
+    assert resumed == RESUMED_FROM[fault], events
+    found = [e for e in events if e.get("event") == "run found staged, not run again"]
+    assert len(found) == (fault == "after-ran"), "a run written whole is never run again"
+
+
+# The stage each fault leaves stored: a stage cut off before its checkpoint runs again.
+RESUMED_FROM: dict[str, list[str]] = {
+    "after-claim": [],
+    "during-run": ["claimed"],
+    "after-ran": ["claimed"],
+    "after-outputs": ["ran"],
+    "after-spend": ["published"],
+    "after-settle": ["charged"],
+}
 
 
 @pytest.mark.loadbearing

@@ -179,7 +179,7 @@ def test_an_internal_error_in_a_run_costs_the_bundle_never_the_daemon(
     def broken(*_args: Any) -> Any:
         raise KeyError("a bug somewhere in a run")
 
-    monkeypatch.setattr("portfolio_optimiser.daemon.bundle_job.run_pipeline", broken)
+    monkeypatch.setattr("portfolio_optimiser.daemon.job.run_pipeline", broken)
     drop_bundle(workspace)
     [result] = settle(processor, clock)
     assert result.state == "failed"
@@ -604,7 +604,7 @@ def test_a_stop_asked_for_during_a_long_run_is_not_counted_as_a_crash(
         time.sleep(3)
         raise AssertionError("the daemon stopped before this")
 
-    monkeypatch.setattr("portfolio_optimiser.daemon.bundle_job.run_pipeline", slow)
+    monkeypatch.setattr("portfolio_optimiser.daemon.job.run_pipeline", slow)
     monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
     ws = Workspace.at(tmp_path / "ws", environ={})
     ws.ensure()

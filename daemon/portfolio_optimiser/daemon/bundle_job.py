@@ -1,18 +1,20 @@
-"""A bundle's lifecycle in the daemon: claimed → ran → published → charged → settled.
+"""A bundle's lifecycle in the daemon, around its job's stages (``job``).
 
 Decides: the only safe order for one bundle. It is claimed by atomic rename (so it is processed
 once) and given its run identity, which the claim keeps (content, and the portfolio inputs that
-shape its candidates). It is looked up in the ledger (an identity already run is reported, not
-re-run, not re-charged), run, published (outputs, then the spend file, then the ledger), and only
-then leaves for ``bundles/projects/``. A permanent problem quarantines it with a report saying
-what, where and how to fix; a transient one retries with back-off from its claimed place; a
-project the budget cannot fund waits in the inbox, unclaimed and not failed. Ingested projects
-the portfolio moved under are run again in place. The processor (``processor``) decides when.
+shape its candidates). The identity's job, if any, says where it stood: its own job cut off goes
+on from its stage; another's (an identity run or under way) makes this a duplicate, not re-run,
+not re-charged. Otherwise a new job runs its stages: ran, published, charged, settled — the
+input leaves for ``bundles/projects/`` only at the end. A permanent problem quarantines it with a
+report saying what, where and how to fix; a transient one retries with back-off from its claimed
+place; a project the budget cannot fund waits in the inbox, unclaimed and not failed. Ingested
+projects the portfolio moved under are run again in place. The processor decides when.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import shutil
@@ -25,18 +27,18 @@ from typing import Any, Final
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.errors import BundleError
-from portfolio_optimiser.outputs.writer import schema_ref_for, write_run_outputs
-from portfolio_optimiser.pipeline.budget import read_spend, write_spend
+from portfolio_optimiser.pipeline.budget import read_spend
 from portfolio_optimiser.pipeline.run import ClientFactory
 from portfolio_optimiser.reasoning.redaction import safe_text
 from portfolio_optimiser.reasoning.store import Store
 
 from .archive import ArchiveError, extract_bundle
-from .claim import ClaimError, claim, content_digest, original_name, release
+from .claim import ClaimError, content_digest, original_name, release
+from .claim import claim as claim_entry
+from .job import Job, JobContext, Stage, advance
 from .ledger import Ledger, LedgerError, next_backoff_s
 from .portfolio import Portfolio
-from .published import Published
-from .runner import RunInputs, run_pipeline
+from .runner import RunInputs
 from .stability import StabilityTracker, snapshot
 from .workspace import Workspace
 
@@ -47,6 +49,14 @@ CRASHES_TO_QUARANTINE: Final = 2
 _TRANSIENT = frozenset(
     {errno.ENOSPC, errno.EIO, errno.EBUSY, errno.EAGAIN, errno.EDQUOT, errno.ETIMEDOUT}
 )
+
+
+class _GivenUp(Exception):
+    """A run that took the process down too often: never started again."""
+
+    def __init__(self, crashes: int) -> None:
+        super().__init__(f"stopped the process {crashes} times")
+        self.crashes = crashes
 
 
 @dataclass(frozen=True)
@@ -115,39 +125,93 @@ class BundleLifecycle:
 
     def _rerun(self, folder: Path, identity: str) -> ItemResult:
         name = folder.name
-        now = _iso(self.clock())
         known = self.ledger.get(identity) or self.ledger.begin(
-            identity, kind="bundle", name=name, now=now
+            identity, kind="bundle", name=name, now=_iso(self.clock())
         )
-        if self.ledger.unfinished_starts(identity) >= CRASHES_TO_QUARANTINE:
-            # The ingested project stays where it is; only this identity is given up.
-            why = (
-                f"{name}: its rerun stopped the daemon {CRASHES_TO_QUARANTINE} times; not run again"
-            )
-            self.ledger.finish_run(identity)
-            self.ledger.mark(identity, "failed", now=now, error=why)
-            self.log.error("rerun given up", project=name, problem=why)
-            return ItemResult(name, "rerun", "failed", why)
+        stored = self.ledger.job(identity)
+        job = (
+            Job.from_json(stored)
+            if stored is not None
+            else Job(identity, name, str(folder), str(folder), known.first_seen, rerun=True)
+        )
         self.log.info("rerun: the portfolio moved under an ingested project", project=name)
+        return self._rerun_job(job)
+
+    def _rerun_job(self, job: Job) -> ItemResult:
+        name = job.name
         try:
-            result = self._run(folder, identity, known.first_seen, name, rerun=True)
+            return self._advance(job)
         except OSError as exc:
             if exc.errno in _TRANSIENT:  # left unfinished: the next event or start tries again
                 self.log.warning("rerun put off", project=name, reason=exc.strerror)
                 return ItemResult(name, "rerun", "retry", str(exc.strerror))
             why = f"{name}: its rerun failed ({exc})"
-            self.log.error("rerun failed", project=name, exc_info=exc)
-            self.ledger.mark(identity, "failed", now=_iso(self.clock()), error=why)
-            return ItemResult(name, "rerun", "failed", why)
+        except _GivenUp as given_up:
+            why = f"{name}: its rerun stopped the daemon {given_up.crashes} times; not run again"
         except Exception as exc:
             why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
-            self.log.error("rerun failed", project=name, exc_info=exc)
-            self.ledger.mark(identity, "failed", now=_iso(self.clock()), error=why)
-            return ItemResult(name, "rerun", "failed", why)
+        # The ingested project stays where it is; only this identity is given up.
+        self.log.error("rerun failed", project=name, problem=why)
+        self.ledger.drop_job(job.identity)
+        self.ledger.mark(job.identity, "failed", now=_iso(self.clock()), error=why)
+        return ItemResult(name, "rerun", "failed", why)
+
+    def _advance(self, job: Job) -> ItemResult:
+        """The job's remaining stages; its run's start is counted (a run that takes the process
+        down twice is given up, never recovered into a third crash)."""
+        if not job.done(Stage.RAN):
+            crashes = self.ledger.unfinished_starts(job.identity)
+            if crashes >= CRASHES_TO_QUARANTINE:
+                self.ledger.finish_run(job.identity)
+                raise _GivenUp(crashes)
+            self.ledger.start_run(job.identity)
+            self.running_digest = job.identity
+        ws = self.workspace
+        built: list[RunInputs] = []
+
+        def inputs() -> RunInputs:
+            if not built:
+                built.append(
+                    RunInputs.build(
+                        workspace=ws,
+                        config=self.config,
+                        ledger=self.ledger,
+                        now=datetime.fromtimestamp(self.clock(), UTC),
+                        environ=self.environ,
+                        reasoning_store=self.reasoning_store,
+                        portfolio=self.portfolio,
+                        client_factory=self.client_factory,
+                        log=self.log,
+                    )
+                )
+            return built[0]
+
+        context = JobContext(
+            ws, self.ledger, inputs, lambda: _iso(self.clock()), self.log, self._fault
+        )
+        try:
+            job = advance(job, context)
         finally:
-            self.ledger.finish_run(identity)
+            self.ledger.finish_run(job.identity)
             self.running_digest = None
-        return ItemResult(name, "rerun", result.state, result.message, result.output)
+        summary = job.summary
+        assert summary is not None
+        if not job.rerun:
+            self._rebuild_references()
+            self.reruns_due = True
+        self.publish_portfolio()
+        folder = context.run_folder(job)
+        self.log.info(
+            "bundle processed",
+            bundle=job.name,
+            project=summary.project_id,
+            run=job.run_id,
+            candidates=len(summary.candidates),
+            budget_stop=summary.budget_stop,
+            outputs=str(folder),
+        )
+        kind = "rerun" if job.rerun else "bundle"
+        return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)
 
     def _budget_refusal(self) -> str | None:
         spend = read_spend(
@@ -168,7 +232,7 @@ class BundleLifecycle:
             self.log.info("bundle waits", bundle=entry.name, reason=refusal)
             return ItemResult(entry.name, "bundle", "waiting", refusal)
         self.waiting.pop(entry.name, None)
-        claimed = claim(entry, self.claimed_dir)
+        claimed = claim_entry(entry, self.claimed_dir)
         if claimed is None:
             return ItemResult(
                 entry.name, "bundle", "gone", "it left the inbox before it was claimed"
@@ -176,7 +240,8 @@ class BundleLifecycle:
         return self._process_claimed(claimed, name=entry.name)
 
     def recover(self) -> list[ItemResult]:
-        """Finish what a crash left claimed: the ledger makes every step idempotent."""
+        """Finish what a crash left: each claimed input from its job's stored stage, then the
+        jobs whose input has already left its claimed place (a settle or a rerun cut off)."""
         from .claim import recover, sweep_stale
 
         # Output folders half-built by a crash: the writer's temp folders, an hour old or more.
@@ -184,10 +249,35 @@ class BundleLifecycle:
         for project in sorted(runs.iterdir()) if runs.is_dir() else []:
             if project.is_dir():
                 sweep_stale(project, older_than_s=3600, now=self.clock())
-        return [
+        results = [
             self._process_claimed(path, name=original_name(path))
             for path in recover(self.claimed_dir)
         ]
+        for stored in self.ledger.jobs(unfinished=True):
+            job = Job.from_json(stored)
+            if not job.rerun and Path(job.claimed).exists():
+                continue  # waits for its retry, from its claimed place
+            if job.rerun and not job.done(Stage.RAN):
+                self.ledger.drop_job(job.identity)  # nothing spent: the portfolio's due() decides
+                continue
+            if not job.rerun and not job.done(Stage.CHARGED):
+                why = f"{job.name}: its claimed input {job.claimed} is gone before its run ended"
+                self.log.error("job lost its input", bundle=job.name, problem=why)
+                self.ledger.drop_job(job.identity)
+                self.ledger.mark(job.identity, "failed", now=_iso(self.clock()), error=why)
+                results.append(ItemResult(job.name, "bundle", "failed", why))
+                continue
+            self.log.info("job resumed", bundle=job.name, stage=job.stage.value)
+            results.append(self._rerun_job(job) if job.rerun else self._resume(job))
+        return results
+
+    def _resume(self, job: Job) -> ItemResult:
+        try:
+            result = self._advance(job)
+        except Exception as exc:  # the input has left: nothing to quarantine, the job stays
+            self.log.error("job not finished", bundle=job.name, exc_info=exc)
+            return ItemResult(job.name, "bundle", "retry", f"{type(exc).__name__}: {exc}")
+        return dataclasses.replace(result, message=f"finished after a restart ({job.run_id})")
 
     def _due_retries(self, now: float) -> list[Path]:
         due = []
@@ -234,59 +324,54 @@ class BundleLifecycle:
                 self.ledger.remember_claim(claimed.name, digest)
         except Exception as exc:
             return self._set_aside(claimed, name, content, exc)
+        stored = self.ledger.job(digest)
+        job = Job.from_json(stored) if stored is not None else None
+        if job is not None and job.claimed == str(claimed) and not job.done(Stage.SETTLED):
+            # This claim's own job, cut off or put off: on from the stage it reached.
+            self.log.info("job resumed", bundle=name, stage=job.stage.value)
+            return self._claimed_job(claimed, job, name)
         known = self.ledger.get(digest)
-        if (
-            known is not None
-            and known.state == "done"
-            and remembered is not None
-            and not self._settled(content, known.detail)
-        ):
-            # Done, but a crash came before the bundle moved to bundles/projects/: finish that.
-            project_id = (known.detail or "").split(" run ", 1)[0]
-            self._settle_input(bundle, project_id)
-            return ItemResult(name, "bundle", "done", f"finished after a restart ({known.detail})")
-        if known is not None and known.state == "done":
-            # Run before: also an older version dropped again, which stays a duplicate (it was
-            # run and charged once; reinstating it without a run would mislead every report).
+        if job is not None or (known is not None and known.state == "done"):
+            # Run before (or under way from another claim): also an older version dropped again,
+            # which stays a duplicate (it was run and charged once; reinstating it without a run
+            # would mislead every report).
             shutil.rmtree(claimed.with_name(f".{claimed.name}.d"), ignore_errors=True)
             destination = release(claimed, self.workspace.duplicates / name)
+            first = (known.detail if known else None) or (known.name if known else digest[:12])
             publish_text(
                 destination.with_name(destination.name + ".duplicate.txt"),
                 safe_text(
-                    f"{name} has the same content as a bundle already run ({known.detail or known.name}); "
+                    f"{name} has the same content as a bundle already run ({first}); "
                     "it was not run again and nothing was charged."
                 )
                 + "\n",
             )
-            self.log.info("duplicate bundle", bundle=name, first=known.name)
-            return ItemResult(name, "bundle", "duplicate", f"identical to {known.name}")
+            self.log.info("duplicate bundle", bundle=name, first=first)
+            return ItemResult(name, "bundle", "duplicate", f"identical to {first}")
         if known is not None and known.state == "failed":
             return self._quarantine(
                 claimed, name, digest, known.error or "it failed before with the same content"
             )
         if known is None:
-            self.ledger.begin(digest, kind="bundle", name=name, now=_iso(now))
-            known = self.ledger.get(digest)
-        first_seen = known.first_seen if known is not None else _iso(now)
-        crashes = self.ledger.unfinished_starts(digest)
-        if crashes >= CRASHES_TO_QUARANTINE:
-            self.ledger.finish_run(digest)
+            known = self.ledger.begin(digest, kind="bundle", name=name, now=_iso(now))
+        job = Job(digest, name, str(claimed), str(bundle), known.first_seen, rerun=False)
+        self.ledger.save_job(digest, job.stage.value, job.to_json(), now=_iso(now))
+        return self._claimed_job(claimed, job, name)
+
+    def _claimed_job(self, claimed: Path, job: Job, name: str) -> ItemResult:
+        try:
+            return self._advance(job)
+        except _GivenUp as given_up:
             return self._quarantine(
                 claimed,
                 name,
-                digest,
-                f"{name}: its run stopped the daemon {crashes} times (killed, out of memory, or a "
-                "crash in a library) and was set aside so it cannot do so a third time; the "
-                "daemon's log (journalctl) says what ended the process",
+                job.identity,
+                f"{name}: its run stopped the daemon {given_up.crashes} times (killed, out of "
+                "memory, or a crash in a library) and was set aside so it cannot do so a third "
+                "time; the daemon's log (journalctl) says what ended the process",
             )
-        try:
-            result = self._run(bundle, digest, first_seen, name)
         except Exception as exc:
-            return self._set_aside(claimed, name, digest, exc)
-        finally:
-            self.ledger.finish_run(digest)
-            self.running_digest = None
-        return result
+            return self._set_aside(claimed, name, job.identity, exc)
 
     def abandon_run(self) -> None:
         """A stop was asked for while a run is under way: that is no crash, so its start is not
@@ -322,17 +407,6 @@ class BundleLifecycle:
             "bug in portfolio-optimiser, please report it with the daemon's log",
         )
 
-    def _settled(self, digest: str, detail: str | None) -> bool:
-        """Whether the bundle of a finished run sits in bundles/projects/ (its content, by hash)."""
-        project_id = (detail or "").split(" run ", 1)[0]
-        ingested = self.workspace.bundles_projects / project_id
-        if not project_id or not ingested.is_dir():
-            return False
-        try:
-            return content_digest(ingested) == digest
-        except (ClaimError, OSError):
-            return False
-
     def _oversized(self, claimed: Path, name: str) -> str | None:
         limit = self.config.daemon.max_bundle_bytes
         shot = snapshot(claimed)
@@ -355,108 +429,6 @@ class BundleLifecycle:
         return extract_bundle(
             claimed, unpacked, max_total_bytes=self.config.daemon.max_bundle_bytes
         )
-
-    def _run(
-        self, bundle: Path, digest: str, first_seen: str, name: str, *, rerun: bool = False
-    ) -> ItemResult:
-        ws = self.workspace
-        stamp = first_seen  # the run's timestamp is when its content was first seen: stable across restarts
-        run_id = f"{first_seen[:10].replace('-', '')}-{digest[:10]}"
-        published = sorted(
-            p for p in ws.outbox.glob(f"runs/*/{run_id}") if (p / "proposals.json").is_file()
-        )
-        if published:
-            # A crash after the outputs were published: they are the run's durable result. Running
-            # again would give other outputs (the records now reuse the first conclusions), so the
-            # steps after publishing are finished from what was published.
-            summary = Published.read(published[0])
-        else:
-            self.ledger.start_run(digest)
-            self.running_digest = digest
-            self._fault("during-run")
-            inputs = RunInputs.build(
-                workspace=ws,
-                config=self.config,
-                ledger=self.ledger,
-                now=datetime.fromtimestamp(self.clock(), UTC),
-                environ=self.environ,
-                reasoning_store=self.reasoning_store,
-                portfolio=self.portfolio,
-                client_factory=self.client_factory,
-                log=self.log,
-            )
-            result = run_pipeline(inputs, bundle, run_id)
-            run_folder = ws.outbox / "runs" / result.project_id / run_id
-            folder = write_run_outputs(
-                result,
-                outbox=ws.outbox,
-                run_id=run_id,
-                stamp=stamp,
-                schema_ref=schema_ref_for(run_folder, ws.root),
-            )
-            summary = Published.of(result, folder)
-        self._fault("after-outputs")
-        charged_id = f"{summary.project_id}/{run_id}"
-        spend = read_spend(ws.spend_file)
-        if all(
-            run.run_id != charged_id for run in spend.runs
-        ):  # charged once, even after a crash here
-            write_spend(
-                ws.spend_file,
-                spend.add_run(
-                    run_id=charged_id,
-                    project_id=summary.project_id,
-                    tokens=summary.tokens,
-                    budget_stop=summary.budget_stop,
-                ),
-                stamp=_iso(self.clock()),
-            )
-            self._fault("after-spend")
-        self.ledger.add_candidates(run_id, summary.project_id, summary.candidates)
-        self.ledger.record_project_run(
-            summary.project_id, run_id, str(summary.folder), now=_iso(self.clock())
-        )
-        self.ledger.mark(
-            digest,
-            "done",
-            now=_iso(self.clock()),
-            detail=f"{summary.project_id} run {run_id}",
-            output=str(summary.folder),
-        )
-        if not rerun:
-            self._settle_input(bundle, summary.project_id)  # a rerun's bundle is already there
-        self.publish_portfolio()
-        self.log.info(
-            "bundle processed",
-            bundle=name,
-            project=summary.project_id,
-            run=run_id,
-            candidates=len(summary.candidates),
-            budget_stop=summary.budget_stop,
-            outputs=str(summary.folder),
-        )
-        return ItemResult(
-            name, "bundle", "done", f"{len(summary.candidates)} candidates", summary.folder
-        )
-
-    def _settle_input(self, bundle: Path, project_id: str) -> None:
-        """The input leaves only now that outputs, spend and ledger are durable."""
-        target = self.workspace.bundles_projects / project_id
-        if target.exists():
-            superseded = (
-                self.workspace.bundles_projects
-                / ".superseded"
-                / f"{project_id}-{int(self.clock())}"
-            )
-            superseded.parent.mkdir(parents=True, exist_ok=True)
-            release(target, superseded)  # a unique name: two versions in one second never collide
-        release(bundle, target)
-        if bundle.name.startswith(".") and bundle.name.endswith(".d"):
-            archive = bundle.with_name(bundle.name[1:].removesuffix(".d"))
-            if archive.exists():
-                archive.unlink()  # the unpacked bundle now lives in bundles/projects/
-        self._rebuild_references()
-        self.reruns_due = True
 
     def _rebuild_references(self) -> None:
         try:
@@ -488,6 +460,7 @@ class BundleLifecycle:
             ),
         )
         if digest is not None:
+            self.ledger.drop_job(digest)  # a later drop of it (or `retry`) starts afresh
             if self.ledger.get(digest) is None:
                 self.ledger.begin(digest, kind="bundle", name=name, now=_iso(self.clock()))
             self.ledger.mark(

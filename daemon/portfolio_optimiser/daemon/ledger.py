@@ -1,8 +1,9 @@
 """The daemon's ledger: what happened to each input, keyed by the SHA-256 of its content.
 
 Decides: the durable state of every input (``claimed``, ``done``, ``failed``, ``waiting``,
-``retry``), each verdict's history per candidate (the last one recorded wins for readers), and which
-candidate ids the daemon has published, so a verdict naming an unknown id can be told so. A re-drop
+``retry``), each bundle job's checkpoint (the stage it passed and its state, ``job``), each
+verdict's history per candidate (the last one recorded wins for readers), and which candidate ids
+the daemon has published, so a verdict naming an unknown id can be told so. A re-drop
 of identical content finds its existing row; "duplicate" is that finding, not a state.
 
 Never reads the clock (every timestamp is an ISO string passed in), never touches the inbox or the
@@ -41,7 +42,7 @@ State = Literal["claimed", "done", "failed", "waiting", "retry"]
 STATES: Final[tuple[State, ...]] = get_args(State)
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
@@ -79,6 +80,12 @@ CREATE TABLE IF NOT EXISTS project_runs (
     run_id TEXT NOT NULL,
     folder TEXT NOT NULL,
     recorded_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    identity TEXT PRIMARY KEY,
+    stage TEXT NOT NULL,
+    state_json TEXT NOT NULL,
+    updated TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS candidates (
     candidate_id TEXT PRIMARY KEY,
@@ -430,6 +437,33 @@ class Ledger:
                 values,
             )
         return len(values)
+
+    # -- bundle jobs ----------------------------------------------------------------------------
+
+    def save_job(self, identity: str, stage: str, state_json: str, *, now: str) -> None:
+        """A bundle job's checkpoint: the stage it has passed and its state (``daemon.job``)."""
+        self._write(
+            "INSERT INTO jobs (identity, stage, state_json, updated) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (identity) DO UPDATE SET stage = excluded.stage,"
+            " state_json = excluded.state_json, updated = excluded.updated",
+            (identity, stage, state_json, now),
+        )
+
+    def job(self, identity: str) -> str | None:
+        row = self._db.execute(
+            "SELECT state_json FROM jobs WHERE identity = ?", (identity,)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def drop_job(self, identity: str) -> None:
+        """The job ended without a run (quarantined): a later drop of it starts afresh."""
+        self._write("DELETE FROM jobs WHERE identity = ?", (identity,))
+
+    def jobs(self, *, unfinished: bool = False) -> list[str]:
+        """Jobs' states in the order they began; ``unfinished``: only those not yet settled."""
+        where = " WHERE stage != 'settled'" if unfinished else ""
+        rows = self._db.execute(f"SELECT state_json FROM jobs{where} ORDER BY rowid").fetchall()
+        return [str(row[0]) for row in rows]
 
     def remember_claim(self, claimed: str, identity: str) -> None:
         """The run identity a claim was given, so recovery and retries reuse it."""

@@ -39,7 +39,13 @@ from .templates import VERDICT_SCHEMA, dump_json, template_for, template_name
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
 
-__all__ = ["OutputExists", "build_run_files", "schema_ref_for", "write_run_outputs"]
+__all__ = [
+    "OutputExists",
+    "build_run_files",
+    "move_run_folder",
+    "schema_ref_for",
+    "write_run_outputs",
+]
 
 PROPOSALS_SCHEMA: Final = "proposals.schema.json"
 _PROJECT_ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]{0,79}$")
@@ -239,18 +245,61 @@ def build_run_files(
 
 
 def write_run_outputs(
-    result: RunResult, *, outbox: Path, run_id: str, stamp: str, schema_ref: str
+    result: RunResult,
+    *,
+    outbox: Path,
+    run_id: str,
+    stamp: str,
+    schema_ref: str,
+    into: Path | None = None,
 ) -> Path:
     """Build and publish ``outbox/runs/<project-id>/<run-id>/``; return it.
 
     ``schema_ref`` is :func:`schema_ref_for` of the run folder (``""`` leaves ``$schema`` out).
-    Raises :class:`OutputExists` when the folder exists with other content.
+    With ``into``, the same folder is published as ``into/<run-id>/`` instead: a staging area
+    that :func:`move_run_folder` later moves into the outbox. Raises :class:`OutputExists` when
+    the folder exists with other content.
     """
     files = build_run_files(
         result, outbox=outbox, run_id=run_id, stamp=stamp, schema_ref=schema_ref
     )
-    parent = outbox / "runs" / result.project_id
+    parent = into if into is not None else outbox / "runs" / result.project_id
     return _publish_folder(files, parent=parent, name=run_id)
+
+
+def move_run_folder(staged: Path, target: Path) -> Path:
+    """Move a staged run folder to ``target`` whole; return ``target``.
+
+    Idempotent over its own bytes: moved before (``staged`` gone, ``target`` there) or the same
+    bytes already at ``target`` is done; other bytes at ``target`` raise :class:`OutputExists`.
+    Across file systems (a state directory elsewhere) the files are published again, atomically.
+    """
+    if not staged.exists():
+        if target.is_dir():
+            return target
+        raise FileNotFoundError(f"{staged}: the staged run folder is missing")
+    created = _make_parents(target.parent)
+    try:
+        moved = _rename_noreplace(staged, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        files = _tree(staged)
+        if files is None:
+            raise OutputExists(staged) from None
+        _publish_folder(files, parent=target.parent, name=target.name)
+        shutil.rmtree(staged)
+        return target
+    if not moved:
+        if _tree(target) != _tree(staged):
+            raise OutputExists(target)
+        shutil.rmtree(staged)
+        return target
+    fsync_dir(target.parent)
+    fsync_dir(staged.parent)
+    for folder in created:
+        fsync_dir(folder.parent)
+    return target
 
 
 def _publish_folder(files: Mapping[str, bytes], *, parent: Path, name: str) -> Path:

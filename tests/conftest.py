@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +57,12 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture(autouse=True)
+def _dbos_ends_with_the_test() -> Iterator[None]:
+    """DBOS is one per process: a test that launched it on its workspace stops it."""
+    yield
+    durable = sys.modules.get("portfolio_optimiser.daemon.durable")
+    if durable is not None:
+        durable.stop_engine()

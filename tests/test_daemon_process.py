@@ -264,6 +264,7 @@ FAULTS = [
     "after-outputs",
     "after-spend",
     "after-settle",
+    "checkpoint-ran",
 ]
 
 
@@ -349,6 +350,7 @@ RESUMED_FROM: dict[str, list[str]] = {
     "after-outputs": ["ran"],
     "after-spend": ["published"],
     "after-settle": ["charged"],
+    "checkpoint-ran": ["ran"],  # DBOS had not recorded the step: it returns the ledger's
 }
 
 

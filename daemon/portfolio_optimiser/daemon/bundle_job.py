@@ -14,7 +14,6 @@ projects the portfolio moved under are run again in place. The processor decides
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import os
 import shutil
@@ -22,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
@@ -35,12 +34,15 @@ from portfolio_optimiser.reasoning.store import Store
 from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, content_digest, original_name, release
 from .claim import claim as claim_entry
-from .job import Job, JobContext, Stage, advance
+from .job import Job, JobContext, Stage
 from .ledger import Ledger, LedgerError, next_backoff_s
 from .portfolio import Portfolio
 from .runner import RunInputs
 from .stability import StabilityTracker, snapshot
 from .workspace import Workspace
+
+if TYPE_CHECKING:  # DBOS is imported when a job first runs: commands that run none never pay it
+    from .durable import Engine
 
 __all__ = ["CRASHES_TO_QUARANTINE", "BundleLifecycle", "ItemResult"]
 
@@ -55,8 +57,11 @@ class _GivenUp(Exception):
     """A run that took the process down too often: never started again."""
 
     def __init__(self, crashes: int) -> None:
-        super().__init__(f"stopped the process {crashes} times")
+        super().__init__(crashes)  # its only argument: DBOS keeps a step's error pickled
         self.crashes = crashes
+
+    def __str__(self) -> str:
+        return f"stopped the process {self.crashes} times"
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,12 @@ class BundleLifecycle:
         """TEST-ONLY: die here, without cleanup, when the test fault hook names ``point``."""
         if self._test_fault == point:
             os._exit(137)
+
+    def engine(self) -> Engine:
+        """The process's DBOS on this state directory's SQLite (one executor on one machine)."""
+        from .durable import engine_for
+
+        return engine_for(self.workspace.state, executor_id="local", log=self.log)
 
     def publish_portfolio(self) -> None:
         """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,
@@ -147,6 +158,7 @@ class BundleLifecycle:
                 return ItemResult(name, "rerun", "retry", str(exc.strerror))
             why = f"{name}: its rerun failed ({exc})"
         except _GivenUp as given_up:
+            self.ledger.finish_run(job.identity)
             why = f"{name}: its rerun stopped the daemon {given_up.crashes} times; not run again"
         except Exception as exc:
             why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
@@ -157,20 +169,38 @@ class BundleLifecycle:
         return ItemResult(name, "rerun", "failed", why)
 
     def _advance(self, job: Job) -> ItemResult:
-        """The job's remaining stages; its run's start is counted (a run that takes the process
-        down twice is given up, never recovered into a third crash)."""
-        if not job.done(Stage.RAN):
-            crashes = self.ledger.unfinished_starts(job.identity)
-            if crashes >= CRASHES_TO_QUARANTINE:
-                self.ledger.finish_run(job.identity)
-                raise _GivenUp(crashes)
-            self.ledger.start_run(job.identity)
-            self.running_digest = job.identity
+        """The job's remaining stages, as its durable workflow (``durable``)."""
+        return self._processed(self.engine().run(job, self))
+
+    def _processed(self, job: Job) -> ItemResult:
+        """What follows a settled job in this process: the portfolio it changed, and the log."""
+        summary = job.summary
+        assert summary is not None
+        if not job.rerun:
+            self._rebuild_references()
+            self.reruns_due = True
+        self.publish_portfolio()
+        folder = self.job_context(job).run_folder(job)
+        self.log.info(
+            "bundle processed",
+            bundle=job.name,
+            project=summary.project_id,
+            run=job.run_id,
+            candidates=len(summary.candidates),
+            budget_stop=summary.budget_stop,
+            outputs=str(folder),
+        )
+        kind = "rerun" if job.rerun else "bundle"
+        return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)
+
+    # -- what the job's steps take from this process (durable.JobHost) ---------------------------
+
+    def job_context(self, job: Job) -> JobContext:
         ws = self.workspace
         built: list[RunInputs] = []
 
         def inputs() -> RunInputs:
-            if not built:
+            if not built:  # once per job, and only when it runs
                 built.append(
                     RunInputs.build(
                         workspace=ws,
@@ -186,32 +216,22 @@ class BundleLifecycle:
                 )
             return built[0]
 
-        context = JobContext(
+        return JobContext(
             ws, self.ledger, inputs, lambda: _iso(self.clock()), self.log, self._fault
         )
-        try:
-            job = advance(job, context)
-        finally:
-            self.ledger.finish_run(job.identity)
-            self.running_digest = None
-        summary = job.summary
-        assert summary is not None
-        if not job.rerun:
-            self._rebuild_references()
-            self.reruns_due = True
-        self.publish_portfolio()
-        folder = context.run_folder(job)
-        self.log.info(
-            "bundle processed",
-            bundle=job.name,
-            project=summary.project_id,
-            run=job.run_id,
-            candidates=len(summary.candidates),
-            budget_stop=summary.budget_stop,
-            outputs=str(folder),
-        )
-        kind = "rerun" if job.rerun else "bundle"
-        return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)
+
+    def begin_run(self, job: Job) -> None:
+        """Counted durably before it starts: a run that takes the process down twice is given
+        up, never recovered into a third crash."""
+        crashes = self.ledger.unfinished_starts(job.identity)
+        if crashes >= CRASHES_TO_QUARANTINE:
+            raise _GivenUp(crashes)  # counted until the job is set aside
+        self.ledger.start_run(job.identity)
+        self.running_digest = job.identity
+
+    def end_run(self, job: Job) -> None:
+        self.ledger.finish_run(job.identity)
+        self.running_digest = None
 
     def _budget_refusal(self) -> str | None:
         spend = read_spend(
@@ -240,8 +260,8 @@ class BundleLifecycle:
         return self._process_claimed(claimed, name=entry.name)
 
     def recover(self) -> list[ItemResult]:
-        """Finish what a crash left: each claimed input from its job's stored stage, then the
-        jobs whose input has already left its claimed place (a settle or a rerun cut off)."""
+        """Finish what a crash left: DBOS first finishes the workflows it had in flight (each from
+        its last completed stage), then each input still claimed goes on from its job's stage."""
         from .claim import recover, sweep_stale
 
         # Output folders half-built by a crash: the writer's temp folders, an hour old or more.
@@ -249,35 +269,14 @@ class BundleLifecycle:
         for project in sorted(runs.iterdir()) if runs.is_dir() else []:
             if project.is_dir():
                 sweep_stale(project, older_than_s=3600, now=self.clock())
-        results = [
+        results = []
+        if self.ledger.jobs(unfinished=True):
+            results = [self._processed(job) for job in self.engine().start(self)]
+        results += [
             self._process_claimed(path, name=original_name(path))
             for path in recover(self.claimed_dir)
         ]
-        for stored in self.ledger.jobs(unfinished=True):
-            job = Job.from_json(stored)
-            if not job.rerun and Path(job.claimed).exists():
-                continue  # waits for its retry, from its claimed place
-            if job.rerun and not job.done(Stage.RAN):
-                self.ledger.drop_job(job.identity)  # nothing spent: the portfolio's due() decides
-                continue
-            if not job.rerun and not job.done(Stage.CHARGED):
-                why = f"{job.name}: its claimed input {job.claimed} is gone before its run ended"
-                self.log.error("job lost its input", bundle=job.name, problem=why)
-                self.ledger.drop_job(job.identity)
-                self.ledger.mark(job.identity, "failed", now=_iso(self.clock()), error=why)
-                results.append(ItemResult(job.name, "bundle", "failed", why))
-                continue
-            self.log.info("job resumed", bundle=job.name, stage=job.stage.value)
-            results.append(self._rerun_job(job) if job.rerun else self._resume(job))
         return results
-
-    def _resume(self, job: Job) -> ItemResult:
-        try:
-            result = self._advance(job)
-        except Exception as exc:  # the input has left: nothing to quarantine, the job stays
-            self.log.error("job not finished", bundle=job.name, exc_info=exc)
-            return ItemResult(job.name, "bundle", "retry", f"{type(exc).__name__}: {exc}")
-        return dataclasses.replace(result, message=f"finished after a restart ({job.run_id})")
 
     def _due_retries(self, now: float) -> list[Path]:
         due = []
@@ -362,6 +361,7 @@ class BundleLifecycle:
         try:
             return self._advance(job)
         except _GivenUp as given_up:
+            self.ledger.finish_run(job.identity)
             return self._quarantine(
                 claimed,
                 name,

@@ -34,7 +34,7 @@ from .ledger import Ledger
 from .runner import RunInputs, run_pipeline
 from .workspace import Workspace
 
-__all__ = ["Job", "JobContext", "RunSummary", "Stage", "advance"]
+__all__ = ["STAGES", "Job", "JobContext", "RunSummary", "Stage"]
 
 
 class Stage(StrEnum):
@@ -125,6 +125,8 @@ class Job:
     rerun: bool
     stage: Stage = Stage.CLAIMED
     summary: RunSummary | None = None
+    attempt: int = 0
+    """How many of its workflows failed before this one (``durable.workflow_id``)."""
 
     @property
     def run_id(self) -> str:
@@ -264,12 +266,3 @@ STAGES: Final[dict[Stage, Callable[[Job, JobContext], Job]]] = {
     Stage.CHARGED: charged,
     Stage.SETTLED: settled,
 }
-
-
-def advance(job: Job, ctx: JobContext) -> Job:
-    """Every stage the job has not passed, in order, each checkpointed in the ledger."""
-    for stage, step in STAGES.items():
-        if not job.done(stage):
-            job = step(job, ctx)
-            ctx.ledger.save_job(job.identity, job.stage.value, job.to_json(), now=ctx.stamp())
-    return job

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +53,14 @@ ONCE_POLL_S: Final = 0.2
 ONCE_MARGIN_S: Final = 2.0
 """Beyond the quiet period: a copy that pauses a moment is still waited for, one that goes on
 and on is not (``once`` then exits 75 and says what is still changing)."""
+
+
+def _stop_engine(*, idle_only: bool = False) -> None:
+    """DBOS's threads end with the command, or after a while without a job; a process that ran
+    no job never imported DBOS, and has nothing to stop."""
+    durable = sys.modules.get("portfolio_optimiser.daemon.durable")
+    if durable is not None:
+        durable.stop_engine_if_idle() if idle_only else durable.stop_engine()
 
 
 def run_once(
@@ -98,6 +107,7 @@ def run_once(
             _write_status(workspace, processor, pid_state="once")
             return report
         finally:
+            _stop_engine()
             ledger.close()
 
 
@@ -274,6 +284,7 @@ class Service:
                 self.notifier.status(self._status(processor, watcher, busy=worker is not None))
                 if worker is None:
                     self._publish_status(processor, "running", watcher.method)
+                    _stop_engine(idle_only=True)
                     # Idle: wake for the first hint rather than at the next tick, so a verdict or
                     # a folder moved in is handled in milliseconds, not half a second.
                     with contextlib.suppress(queue.Empty):
@@ -290,6 +301,8 @@ class Service:
             if self._unfinished:
                 processor.abandon_run()
             watcher.stop()
+            if not self._unfinished:
+                _stop_engine()  # a worker still in a job keeps it: the job's steps need it
             if worker is None or not worker.is_alive():
                 self._publish_status(processor, "stopped", watcher.method)
             self.log.info("daemon stopped")

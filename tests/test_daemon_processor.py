@@ -625,7 +625,7 @@ def test_a_stop_asked_for_during_a_long_run_is_not_counted_as_a_crash(
         while time.monotonic() < deadline and not any(ws.claimed.glob("*")):
             time.sleep(0.05)
         time.sleep(0.3)
-        service.stop.set()  # what the SIGTERM handler does
+        service.request_stop()  # what the SIGTERM handler does
 
     threading.Thread(target=stop_once_claimed, daemon=True).start()
     assert service.run() == 0

@@ -458,7 +458,7 @@ class InProcessDaemon:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.service.stop.set()
+        self.service.request_stop()
         # The loop sees ``stop`` only between passes; take away the files that could keep a
         # pass busy (an expert may delete a verdict file at any time).
         for entry in self.workspace.inbox_verdicts.iterdir():

@@ -94,6 +94,8 @@ class BundleLifecycle:
     reasoning_store: Store
     portfolio: Portfolio
     reruns_due: bool
+    retry_due_at: float | None
+    """When the next back-off runs out (None: read it from the ledger at the next look)."""
     _test_fault: str
     """The processor reads PORTFOLIO_OPTIMISER_TEST_FAULT once (see its ``__post_init__``)."""
 
@@ -279,13 +281,28 @@ class BundleLifecycle:
         return results
 
     def _due_retries(self, now: float) -> list[Path]:
-        due = []
-        for item in self.ledger.items("retry"):
-            if item.next_attempt_at and item.next_attempt_at <= _iso(now) and item.output:
-                path = Path(item.output)
-                if path.exists():
-                    due.append(path)
-        return due
+        """Claimed bundles whose back-off has run out (a retry without a time is a bundle put
+        back into the inbox by ``retry NAME``: the inbox takes it, not this)."""
+        if self._next_retry(now) > now:
+            return []
+        self.retry_due_at = None  # what is taken now is rescheduled or gone after it
+        return [
+            Path(item.output)
+            for item in self.ledger.due_retries(now=_iso(now))
+            if item.next_attempt_at and item.output and Path(item.output).exists()
+        ]
+
+    def _next_retry(self, now: float) -> float:
+        """When the next back-off runs out; read from the ledger only when it may have moved, so
+        an idle daemon's tick asks nothing of the database."""
+        if self.retry_due_at is None:
+            times = [
+                datetime.fromisoformat(item.next_attempt_at).timestamp()
+                for item in self.ledger.items("retry")
+                if item.next_attempt_at and item.output
+            ]
+            self.retry_due_at = min(times, default=float("inf"))
+        return self.retry_due_at
 
     def _process_claimed(self, claimed: Path, *, name: str) -> ItemResult:
         result = self._claimed_lifecycle(claimed, name=name)
@@ -483,6 +500,7 @@ class BundleLifecycle:
             attempts, base_s=self.config.daemon.retry_backoff_seconds, cap_s=3600
         )
         self.ledger.schedule_retry(digest, now=_iso(self.clock()), at=_iso(self.clock() + delay))
+        self.retry_due_at = None
         self.ledger.mark(digest, "retry", now=_iso(self.clock()), output=str(claimed), error=why)
         self.log.warning("bundle will be retried", bundle=name, reason=why, in_seconds=delay)
         return ItemResult(name, "bundle", "retry", why)

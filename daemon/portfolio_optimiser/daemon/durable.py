@@ -39,7 +39,7 @@ __all__ = [
     "stop_engine_if_idle",
 ]
 
-IDLE_STOP_S: Final = 2.0
+IDLE_STOP_S: Final = 0.0
 """Seconds without a job after which the daemon stops DBOS: launched, its threads poll SQLite
 (2–4 % of a core here), while stopping takes 0.05 s and launching again 0.03 s — far less than
 any run — so a pause between two bundles is enough to let it go."""

@@ -67,6 +67,7 @@ class Processor(BundleLifecycle):
             else ws.root / "inbox" / ".claimed"
         )
         self.claimed_dir.mkdir(parents=True, exist_ok=True)
+        self.retry_due_at = None
         self.running_digest: str | None = None
         """The bundle whose pipeline run is under way (its start counted in the ledger)."""
         self.reasoning_store = Store(ws.state)
@@ -193,6 +194,17 @@ class Processor(BundleLifecycle):
         if self.reruns_due and not self.bundles.pending_count:
             return True
         return any(t.seconds_until_next(now=now) == 0.0 for t in (self.bundles, self.verdict_quiet))
+
+    def seconds_until_next(self) -> float | None:
+        """How long until ``step`` may find something due (a settling entry, a retry); None if
+        nothing is waiting for time."""
+        now = self.clock()
+        if self.has_work():
+            return 0.0
+        waits = [t.seconds_until_next(now=now) for t in (self.bundles, self.verdict_quiet)]
+        waits.append(self._next_retry(now) - now)
+        known = [w for w in waits if w is not None and w != float("inf")]
+        return max(0.0, min(known)) if known else None
 
     def pending(self) -> int:
         return self.bundles.pending_count + self.verdict_quiet.pending_count

@@ -55,6 +55,12 @@ ONCE_MARGIN_S: Final = 2.0
 and on is not (``once`` then exits 75 and says what is still changing)."""
 
 
+IDLE_WAIT_CAP_S: Final = 10.0
+"""The longest an idle loop sleeps when nothing is due sooner (a hint or a signal wakes it)."""
+STATUS_REFRESH_S: Final = 30.0
+"""status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
+
+
 def _stop_engine(*, idle_only: bool = False) -> None:
     """DBOS's threads end with the command, or after a while without a job; a process that ran
     no job never imported DBOS, and has nothing to stop."""
@@ -176,14 +182,24 @@ class Service:
         self._last_status = ""
         self._early: list[Hint] = []
         self._unfinished = False
-        self.hints: queue.SimpleQueue[Hint] = queue.SimpleQueue()
+        self.hints: queue.SimpleQueue[Hint | None] = queue.SimpleQueue()
+        """The watcher's hints; ``None`` only wakes the loop (a stop or a reload was asked for)."""
+
+    def request_stop(self) -> None:
+        """What SIGTERM does: the loop wakes now, not at its next deadline."""
+        self.stop.set()
+        self.hints.put(None)
+
+    def request_reload(self) -> None:
+        self.reload.set()
+        self.hints.put(None)
 
     def install_signal_handlers(self) -> None:
         def on_stop(signum: int, _frame: FrameType | None) -> None:
-            self.stop.set()
+            self.request_stop()
 
         def on_reload(signum: int, _frame: FrameType | None) -> None:
-            self.reload.set()
+            self.request_reload()
 
         signal.signal(signal.SIGTERM, on_stop)
         signal.signal(signal.SIGINT, on_stop)
@@ -235,6 +251,7 @@ class Service:
         started = 0.0
         failure: list[BaseException] = []
         exit_code = 0
+        last_seen: tuple[Any, ...] = ()
 
         def work(current: Processor) -> None:
             try:
@@ -281,14 +298,33 @@ class Service:
                 if healthy and not stuck and interval and time.monotonic() - last_ping >= interval:
                     self.notifier.watchdog()
                     last_ping = time.monotonic()
-                self.notifier.status(self._status(processor, watcher, busy=worker is not None))
+                # What status says changes only with what the processor did: an idle tick
+                # asks nothing of the ledger (refreshed now and then for `retry` from a shell).
+                seen = (
+                    id(processor),
+                    len(processor.history),
+                    processor.pending(),
+                    tuple(processor.waiting.items()),
+                    worker is None,
+                    int(time.monotonic() // STATUS_REFRESH_S),
+                )
+                if seen != last_seen:
+                    last_seen = seen
+                    self.notifier.status(self._status(processor, watcher, busy=worker is not None))
+                    if worker is None:
+                        self._publish_status(processor, "running", watcher.method)
                 if worker is None:
-                    self._publish_status(processor, "running", watcher.method)
                     _stop_engine(idle_only=True)
-                    # Idle: wake for the first hint rather than at the next tick, so a verdict or
-                    # a folder moved in is handled in milliseconds, not half a second.
+                    # Idle: wake for the first hint, so a verdict or a folder moved in is handled
+                    # in milliseconds; else at the next thing due (a settling entry, a retry, a
+                    # watchdog ping, a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up
+                    # costs CPU, and an idle daemon should cost next to none.
+                    next_ping = last_ping + interval if interval else None
+                    wait = self._idle_wait(processor, next_ping, last_rescan)
                     with contextlib.suppress(queue.Empty):
-                        self._early.append(self.hints.get(timeout=self.tick_s))
+                        hint = self.hints.get(timeout=wait)
+                        if hint is not None:
+                            self._early.append(hint)
                 else:
                     self.stop.wait(self.tick_s)
         finally:
@@ -315,6 +351,18 @@ class Service:
             publish_text(self.workspace.status_file, text)
             self._last_status = text
 
+    def _idle_wait(
+        self, processor: Processor, next_ping: float | None, last_rescan: float
+    ) -> float:
+        now = time.monotonic()
+        waits = [IDLE_WAIT_CAP_S, last_rescan + self.config.daemon.rescan_seconds - now]
+        if next_ping is not None:
+            waits.append(next_ping - now)
+        due = processor.seconds_until_next()
+        if due is not None:
+            waits.append(due)
+        return max(self.tick_s, min(waits))
+
     def _drain(self, processor: Processor, *, limit: int = 10_000) -> None:
         """Apply the hints that arrived since the last tick, each entry once, a bounded number."""
         entries: dict[Path, bool] = {}
@@ -323,10 +371,11 @@ class Service:
         self._early.clear()
         for _ in range(limit):
             try:
-                hint = self.hints.get_nowait()
+                queued = self.hints.get_nowait()
             except queue.Empty:
                 break
-            entries[hint.entry] = entries.get(hint.entry, False) or hint.moved_in
+            if queued is not None:
+                entries[queued.entry] = entries.get(queued.entry, False) or queued.moved_in
         for entry, moved_in in entries.items():
             processor.observe(entry, moved_in=moved_in)
 

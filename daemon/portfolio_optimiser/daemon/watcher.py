@@ -88,7 +88,7 @@ def filesystem_type(path: Path) -> str:
 
 
 class _Handler(FileSystemEventHandler):
-    def __init__(self, inbox: Path, hints: queue.SimpleQueue[Hint]) -> None:
+    def __init__(self, inbox: Path, hints: queue.SimpleQueue[Hint | None]) -> None:
         self.inbox = inbox
         self.hints = hints
 
@@ -126,7 +126,7 @@ class InboxWatcher:
     def __init__(
         self,
         inboxes: list[Path],
-        hints: queue.SimpleQueue[Hint],
+        hints: queue.SimpleQueue[Hint | None],
         *,
         polling: bool,
         poll_interval_s: float = 1.0,

@@ -16,13 +16,14 @@ the input it describes is removed (research/daemon.md §3 step 5). Every write c
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal, NamedTuple, get_args
+from typing import Any, Final, Literal, get_args
 
 from portfolio_optimiser.errors import UserError
+
+from .ledger_records import CandidateInput, CandidateRow, LedgerRecords, VerdictRow
 
 __all__ = [
     "STATES",
@@ -118,35 +119,6 @@ class Item:
     updated: str
 
 
-@dataclass(frozen=True, slots=True)
-class VerdictRow:
-    candidate_id: str
-    digest: str
-    name: str
-    decision: str
-    recorded_at: str
-
-
-class CandidateInput(NamedTuple):
-    """One candidate a run published: its id, its key (JSON) and its reasoning record ids."""
-
-    candidate_id: str
-    key_json: str
-    assessment: str | None = None
-    disagreement: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateRow:
-    candidate_id: str
-    project_id: str
-    run_id: str
-    key_json: str
-    assessment: str | None
-    disagreement: str | None
-    recorded_at: str | None
-
-
 def next_backoff_s(attempts: int, *, base_s: float, cap_s: float) -> float:
     """Seconds to wait after ``attempts`` failed tries: ``base_s`` doubling each time, capped.
 
@@ -172,7 +144,7 @@ def _item(row: sqlite3.Row) -> Item:
     return Item(*row)
 
 
-class Ledger:
+class Ledger(LedgerRecords):
     """A SQLite ledger in one file. Open with :meth:`open`; close with :meth:`close` or ``with``."""
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
@@ -357,87 +329,6 @@ class Ledger:
             counts[row["state"]] = row["n"]
         return counts
 
-    # -- verdicts -------------------------------------------------------------------------------
-
-    def record_verdict(
-        self, candidate_id: str, digest: str, name: str, decision: str, now: str
-    ) -> bool:
-        """Append a verdict to the candidate's history; False if it is already the latest.
-
-        Re-recording the latest verdict (a crash between this and marking the item ``done``) adds
-        nothing; an edit back to an earlier verdict is a new entry and wins again.
-        """
-        latest = self.latest_verdict(candidate_id)
-        if latest is not None and latest.digest == digest:
-            return False
-        self._write(
-            "INSERT INTO verdicts (candidate_id, digest, name, decision, recorded_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (candidate_id, digest, name, decision, now),
-        )
-        return True
-
-    def verdict_history(self, candidate_id: str) -> list[VerdictRow]:
-        """Every verdict recorded for the candidate, oldest first."""
-        # Ordered by insertion (seq), not recorded_at: a wall clock stepped back must not let an
-        # older edit win over a newer one.
-        rows = self._db.execute(
-            "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts"
-            " WHERE candidate_id = ? ORDER BY seq",
-            (candidate_id,),
-        ).fetchall()
-        return [VerdictRow(*row) for row in rows]
-
-    def latest_verdicts(self) -> list[VerdictRow]:
-        """Each candidate's current verdict (its last recorded one), in recording order."""
-        rows = self._db.execute(
-            "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts v"
-            " WHERE seq = (SELECT MAX(seq) FROM verdicts w WHERE w.candidate_id = v.candidate_id)"
-            " ORDER BY seq"
-        ).fetchall()
-        return [VerdictRow(*row) for row in rows]
-
-    def latest_verdict(self, candidate_id: str) -> VerdictRow | None:
-        """The verdict recorded last for the candidate (last write wins); None if there is none."""
-        row = self._db.execute(
-            "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts"
-            " WHERE candidate_id = ? ORDER BY seq DESC LIMIT 1",
-            (candidate_id,),
-        ).fetchone()
-        return None if row is None else VerdictRow(*row)
-
-    # -- candidates -----------------------------------------------------------------------------
-
-    def add_candidates(
-        self,
-        run_id: str,
-        project_id: str,
-        rows: Iterable[tuple[str, str, str | None, str | None]],
-        *,
-        now: str | None = None,
-    ) -> int:
-        """Record the candidates a run published, in one transaction; returns how many.
-
-        Each row is a :class:`CandidateInput` or a plain tuple in its order. Candidate ids are
-        minted from content, so an id seen again in a later run is the same candidate: its row is
-        updated to point at the newest run. ``recorded_at`` is ``now`` when given, else NULL.
-        """
-        values = [
-            (candidate_id, project_id, run_id, key_json, assessment, disagreement, now)
-            for candidate_id, key_json, assessment, disagreement in rows
-        ]
-        with self._db:
-            self._db.executemany(
-                "INSERT INTO candidates (candidate_id, project_id, run_id, key_json, assessment,"
-                " disagreement, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (candidate_id) DO UPDATE SET project_id = excluded.project_id,"
-                " run_id = excluded.run_id, key_json = excluded.key_json,"
-                " assessment = excluded.assessment, disagreement = excluded.disagreement,"
-                " recorded_at = excluded.recorded_at",
-                values,
-            )
-        return len(values)
-
     # -- bundle jobs ----------------------------------------------------------------------------
 
     def save_job(self, identity: str, stage: str, state_json: str, *, now: str) -> None:
@@ -479,28 +370,3 @@ class Ledger:
             "SELECT identity FROM claims WHERE claimed = ?", (claimed,)
         ).fetchone()
         return None if row is None else str(row[0])
-
-    def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
-        """This run is now the project's latest: the one the portfolio report counts."""
-        self._write(
-            "INSERT INTO project_runs (project_id, run_id, folder, recorded_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (project_id) DO UPDATE SET run_id = excluded.run_id,"
-            " folder = excluded.folder, recorded_at = excluded.recorded_at",
-            (project_id, run_id, folder, now),
-        )
-
-    def project_runs(self) -> list[tuple[str, str, str]]:
-        """Each project's latest run: (project id, run id, folder), by project."""
-        rows = self._db.execute(
-            "SELECT project_id, run_id, folder FROM project_runs ORDER BY project_id"
-        ).fetchall()
-        return [(str(p), str(r), str(f)) for p, r, f in rows]
-
-    def candidate(self, candidate_id: str) -> CandidateRow | None:
-        """The candidate with this id, or None when no run published it."""
-        row = self._db.execute(
-            "SELECT candidate_id, project_id, run_id, key_json, assessment, disagreement,"
-            " recorded_at FROM candidates WHERE candidate_id = ?",
-            (candidate_id,),
-        ).fetchone()
-        return None if row is None else CandidateRow(*row)

@@ -23,9 +23,10 @@ from portfolio_optimiser.pipeline.run import (
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Store
 
-from .bundle_job import BundleLifecycle, ItemResult, _iso
+from .bundle_job import BundleLifecycle, ItemResult
 from .claim import original_name, same_filesystem
 from .filters import InboxFilter
+from .job_runs import iso
 from .ledger import Ledger
 from .portfolio import Portfolio
 from .runner import learning_store
@@ -232,7 +233,7 @@ class Processor(BundleLifecycle):
             store=self.reasoning_store,
             admission=admission,
             wiki_root=self.workspace.wiki,
-            now_iso=_iso(now),
+            now_iso=iso(now),
             quiet=quiet,
         )
         if outcome.state is VerdictState.INGESTED:

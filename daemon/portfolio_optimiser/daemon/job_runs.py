@@ -1,0 +1,250 @@
+"""What runs a bundle's job in this process: its durable workflow (``durable``) and what the
+workflow's steps take from here (``durable.JobHost``: the job's context, its run inputs built
+once, the count of runs started), what follows a settled job (the portfolio it changed, the
+log), and the reruns of ingested projects the portfolio moved under (their identity is new).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.pipeline.budget import read_spend
+from portfolio_optimiser.pipeline.run import ClientFactory
+from portfolio_optimiser.reasoning.store import Store
+
+from .job import Job, JobContext
+from .ledger import Ledger, LedgerError
+from .portfolio import Portfolio
+from .runner import RunInputs
+from .workspace import Workspace
+
+if TYPE_CHECKING:  # DBOS is imported when a job first runs: commands that run none never pay it
+    from .durable import Engine
+
+__all__ = [
+    "CRASHES_TO_QUARANTINE",
+    "TRANSIENT",
+    "GivenUp",
+    "ItemResult",
+    "JobRuns",
+    "iso",
+]
+
+CRASHES_TO_QUARANTINE: Final = 2
+"""Runs of one bundle that ended the process; at the next start it is quarantined, not re-run."""
+TRANSIENT: Final = frozenset(
+    {errno.ENOSPC, errno.EIO, errno.EBUSY, errno.EAGAIN, errno.EDQUOT, errno.ETIMEDOUT}
+)
+
+
+class GivenUp(Exception):
+    """A run that took the process down too often: never started again."""
+
+    def __init__(self, crashes: int) -> None:
+        super().__init__(crashes)  # its only argument: DBOS keeps a step's error pickled
+        self.crashes = crashes
+
+    def __str__(self) -> str:
+        return f"stopped the process {self.crashes} times"
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    name: str
+    kind: str
+    state: str
+    message: str = ""
+    output: Path | None = None
+
+
+def iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class JobRuns:
+    """The run side of the processor; what it reads of the processor is declared here."""
+
+    workspace: Workspace
+    config: Config
+    ledger: Ledger
+    clock: Callable[[], float]
+    log: Any
+    client_factory: ClientFactory
+    environ: dict[str, str] | None
+    waiting: dict[str, str]
+    running_digest: str | None
+    reasoning_store: Store
+    portfolio: Portfolio
+    reruns_due: bool
+    _test_fault: str
+    """The processor reads PORTFOLIO_OPTIMISER_TEST_FAULT once (see its ``__post_init__``)."""
+
+    def _fault(self, point: str) -> None:
+        """TEST-ONLY: die here, without cleanup, when the test fault hook names ``point``."""
+        if self._test_fault == point:
+            os._exit(137)
+
+    def engine(self) -> Engine:
+        """The process's DBOS on this state directory's SQLite (one executor on one machine)."""
+        from .durable import engine_for
+
+        return engine_for(self.workspace.state, executor_id="local", log=self.log)
+
+    def publish_portfolio(self) -> None:
+        """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,
+        never the run's (its own outputs are durable by now), and the next event writes it."""
+        try:
+            self.portfolio.publish_report(self.ledger, stamp=iso(self.clock()))
+        except OSError as exc:
+            self.log.warning("portfolio report not written", problem=str(exc))
+
+    def _reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
+        """A new run for each ingested project the portfolio moved under (its identity is new)."""
+        self.reruns_due = False
+        for waiting in [w for w in self.waiting if w.endswith(" (rerun)")]:
+            del self.waiting[waiting]
+        results = []
+        for folder, identity in self.portfolio.due(self.ledger):
+            if stop():
+                self.reruns_due = True
+                break
+            refusal = self._budget_refusal()
+            if refusal is not None:
+                self.waiting[f"{folder.name} (rerun)"] = refusal
+                self.log.info("rerun waits", project=folder.name, reason=refusal)
+                break
+            results.append(self._rerun(folder, identity))
+        return results
+
+    def _rerun(self, folder: Path, identity: str) -> ItemResult:
+        name = folder.name
+        known = self.ledger.get(identity) or self.ledger.begin(
+            identity, kind="bundle", name=name, now=iso(self.clock())
+        )
+        stored = self.ledger.job(identity)
+        job = (
+            Job.from_json(stored)
+            if stored is not None
+            else Job(identity, name, str(folder), str(folder), known.first_seen, rerun=True)
+        )
+        self.log.info("rerun: the portfolio moved under an ingested project", project=name)
+        return self._rerun_job(job)
+
+    def _rerun_job(self, job: Job) -> ItemResult:
+        name = job.name
+        try:
+            return self._advance(job)
+        except OSError as exc:
+            if exc.errno in TRANSIENT:  # left unfinished: the next event or start tries again
+                self.log.warning("rerun put off", project=name, reason=exc.strerror)
+                return ItemResult(name, "rerun", "retry", str(exc.strerror))
+            why = f"{name}: its rerun failed ({exc})"
+        except GivenUp as given_up:
+            self.ledger.finish_run(job.identity)
+            why = f"{name}: its rerun stopped the daemon {given_up.crashes} times; not run again"
+        except Exception as exc:
+            why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
+        # The ingested project stays where it is; only this identity is given up.
+        self.log.error("rerun failed", project=name, problem=why)
+        self.ledger.drop_job(job.identity)
+        self.ledger.mark(job.identity, "failed", now=iso(self.clock()), error=why)
+        return ItemResult(name, "rerun", "failed", why)
+
+    def _advance(self, job: Job) -> ItemResult:
+        """The job's remaining stages, as its durable workflow (``durable``)."""
+        return self._processed(self.engine().run(job, self))
+
+    def _processed(self, job: Job) -> ItemResult:
+        """What follows a settled job in this process: the portfolio it changed, and the log."""
+        summary = job.summary
+        assert summary is not None
+        if not job.rerun:
+            self._rebuild_references()
+            self.reruns_due = True
+        self.publish_portfolio()
+        folder = self.job_context(job).run_folder(job)
+        self.log.info(
+            "bundle processed",
+            bundle=job.name,
+            project=summary.project_id,
+            run=job.run_id,
+            candidates=len(summary.candidates),
+            budget_stop=summary.budget_stop,
+            outputs=str(folder),
+        )
+        kind = "rerun" if job.rerun else "bundle"
+        return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)
+
+    # -- what the job's steps take from this process (durable.JobHost) ---------------------------
+
+    def job_context(self, job: Job) -> JobContext:
+        ws = self.workspace
+        built: list[RunInputs] = []
+
+        def inputs() -> RunInputs:
+            if not built:  # once per job, and only when it runs
+                built.append(
+                    RunInputs.build(
+                        workspace=ws,
+                        config=self.config,
+                        ledger=self.ledger,
+                        now=datetime.fromtimestamp(self.clock(), UTC),
+                        environ=self.environ,
+                        reasoning_store=self.reasoning_store,
+                        portfolio=self.portfolio,
+                        client_factory=self.client_factory,
+                        log=self.log,
+                    )
+                )
+            return built[0]
+
+        return JobContext(ws, self.ledger, inputs, lambda: iso(self.clock()), self.log, self._fault)
+
+    def begin_run(self, job: Job) -> None:
+        """Counted durably before it starts: a run that takes the process down twice is given
+        up, never recovered into a third crash."""
+        crashes = self.ledger.unfinished_starts(job.identity)
+        if crashes >= CRASHES_TO_QUARANTINE:
+            raise GivenUp(crashes)  # counted until the job is set aside
+        self.ledger.start_run(job.identity)
+        self.running_digest = job.identity
+
+    def end_run(self, job: Job) -> None:
+        self.ledger.finish_run(job.identity)
+        self.running_digest = None
+
+    def _budget_refusal(self) -> str | None:
+        spend = read_spend(
+            self.workspace.spend_file
+        )  # strict: a corrupt ledger stops, never reads zero
+        remaining = self.config.budget.portfolio_tokens - spend.spent_tokens
+        if remaining < self.config.budget.run_tokens:
+            return (
+                f"waiting for budget: {remaining} portfolio tokens left, a run may use "
+                f"{self.config.budget.run_tokens}; raise budget.portfolio_tokens to continue"
+            )
+        return None
+
+    def abandon_run(self) -> None:
+        """A stop was asked for while a run is under way: that is no crash, so its start is not
+        counted against the bundle. Called from the service's thread while the worker still runs,
+        so through a connection of its own."""
+        digest = self.running_digest
+        if digest is None:
+            return
+        with contextlib.suppress(LedgerError), Ledger.open(self.ledger.path) as other:
+            other.finish_run(digest)
+
+    def _rebuild_references(self) -> None:
+        try:
+            self.portfolio.rebuild()
+        except OSError as exc:  # the run is durable by now; the next settle or start rebuilds
+            self.log.warning("reference classes not rebuilt", problem=str(exc))

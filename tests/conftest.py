@@ -66,3 +66,11 @@ def _dbos_ends_with_the_test() -> Iterator[None]:
     durable = sys.modules.get("portfolio_optimiser.daemon.durable")
     if durable is not None:
         durable.stop_engine()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real PostgreSQL on 127.0.0.1, started once for the session (``tests/postgres.py``)."""
+    from .postgres import start_postgres
+
+    yield from start_postgres()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,9 +26,14 @@ T3 = "2026-11-30T12:05:00+00:00"
 DIGEST = "a" * 64
 
 
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    with Ledger.open(tmp_path / "state" / "ledger.sqlite") as opened:
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
+    """Every contract below holds for both: a SQLite file, and the PostgreSQL many machines share."""
+    if request.param == "sqlite":
+        opened = Ledger.open(tmp_path / "state" / "ledger.sqlite")
+    else:
+        opened = Ledger.connect(request.getfixturevalue("postgres").new_database())
+    with opened:
         yield opened
 
 
@@ -34,8 +41,8 @@ def test_opening_creates_the_file_in_wal_mode_with_full_sync(tmp_path: Path) -> 
     path = tmp_path / "state" / "ledger.sqlite"
     with Ledger.open(path) as ledger:
         assert path.is_file()
-        assert ledger._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert ledger._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert ledger._db.one("PRAGMA journal_mode") == ("wal",)
+        assert ledger._db.one("PRAGMA synchronous") == (2,)  # FULL
 
 
 def test_begin_records_a_claimed_item(ledger: Ledger) -> None:
@@ -295,3 +302,38 @@ def test_a_ledger_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
         db.execute("PRAGMA user_version = 99")
     with pytest.raises(LedgerError, match="newer portfolio-optimiser"):
         Ledger.open(path)
+
+
+# -- the ledger many machines share (PostgreSQL) ----------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_machines_starting_at_once_create_the_shared_ledger_once(postgres: Any) -> None:
+    url = postgres.new_database()
+    with ThreadPoolExecutor(4) as pool:
+        opened = list(pool.map(lambda _: Ledger.connect(url), range(4)))
+    try:
+        opened[0].begin(DIGEST, kind="bundle", name="b", now=T0)
+        assert all(other.get(DIGEST) is not None for other in opened)  # one database, seen by all
+    finally:
+        for each in opened:
+            each.close()
+
+
+@pytest.mark.postgres
+def test_a_shared_ledger_from_a_newer_schema_is_refused(postgres: Any) -> None:
+    import psycopg
+
+    url = postgres.new_database()
+    Ledger.connect(url).close()
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("UPDATE ledger_schema SET version = 99")
+    with pytest.raises(LedgerError, match="newer portfolio-optimiser"):
+        Ledger.connect(url)
+
+
+@pytest.mark.postgres
+def test_an_unreachable_shared_ledger_is_one_sentence_naming_the_setting(postgres: Any) -> None:
+    with pytest.raises(LedgerError, match=r"\[scale\] database_url") as caught:
+        Ledger.connect(postgres.url("no_such_database"))
+    assert "\n" not in str(caught.value).strip()

@@ -748,5 +748,5 @@ def test_a_finished_claim_leaves_no_remembered_identity(
 ) -> None:
     drop_bundle(workspace)
     assert [r.state for r in settle(processor, clock)] == ["done"]
-    rows = processor.ledger._db.execute("SELECT COUNT(*) FROM claims").fetchone()
+    rows = processor.ledger._db.one("SELECT COUNT(*) FROM claims")
     assert tuple(rows) == (0,)

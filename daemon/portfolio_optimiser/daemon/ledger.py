@@ -23,6 +23,7 @@ from typing import Any, Final, Literal, get_args
 
 from portfolio_optimiser.errors import UserError
 
+from .db import Database
 from .ledger_records import CandidateInput, CandidateRow, LedgerRecords, VerdictRow
 
 __all__ = [
@@ -47,7 +48,7 @@ SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
-    digest TEXT PRIMARY KEY,
+    digest TEXT PRIMARY KEY,{seq_column}
     kind TEXT NOT NULL CHECK (kind IN ('bundle', 'verdict')),
     name TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('claimed', 'done', 'failed', 'waiting', 'retry')),
@@ -60,7 +61,7 @@ CREATE TABLE IF NOT EXISTS items (
     updated TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS verdicts (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {seq_key},
     candidate_id TEXT NOT NULL,
     digest TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -83,7 +84,7 @@ CREATE TABLE IF NOT EXISTS project_runs (
     recorded_at TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS jobs (
-    identity TEXT PRIMARY KEY,
+    identity TEXT PRIMARY KEY,{seq_column}
     stage TEXT NOT NULL,
     state_json TEXT NOT NULL,
     updated TEXT NOT NULL
@@ -98,6 +99,21 @@ CREATE TABLE IF NOT EXISTS candidates (
     recorded_at TEXT
 );
 """
+# What differs between the two: SQLite orders rows by its rowid, PostgreSQL by an identity.
+_DIALECT: Final = {
+    "sqlite": {"seq_key": "INTEGER PRIMARY KEY AUTOINCREMENT", "seq_column": ""},
+    "postgresql": {
+        "seq_key": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        "seq_column": "\n    seq BIGINT GENERATED ALWAYS AS IDENTITY,",
+    },
+}
+_PG_SCHEMA_LOCK: Final = 7_153_110_001
+"""An advisory lock key: two machines starting at once create the tables once."""
+
+
+def _statements(dialect: str) -> list[str]:
+    script = _SCHEMA.format(**_DIALECT[dialect])
+    return [part.strip() for part in script.split(";") if part.strip()]
 
 
 class LedgerError(UserError):
@@ -140,16 +156,18 @@ def _parse_time(value: str) -> datetime:
 _ITEM_COLUMNS: Final = "digest, kind, name, state, attempts, next_attempt_at, detail, output, error, first_seen, updated"
 
 
-def _item(row: sqlite3.Row) -> Item:
+def _item(row: tuple[Any, ...]) -> Item:
     return Item(*row)
 
 
 class Ledger(LedgerRecords):
-    """A SQLite ledger in one file. Open with :meth:`open`; close with :meth:`close` or ``with``."""
+    """The ledger: a SQLite file (:meth:`open`), or a PostgreSQL database many machines share
+    (:meth:`connect`). Close with :meth:`close` or ``with``."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, database: Database) -> None:
         self.path: Final = path
-        self._db = connection
+        """The file, or for PostgreSQL the server and database (never a password)."""
+        self._db = database
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
@@ -159,46 +177,79 @@ class Ledger(LedgerRecords):
         """
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            # The service hands the ledger to its worker thread while the loop waits; never both at
-            # once, so the connection may cross threads.
-            connection = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
+            database = Database.sqlite(path)
         except sqlite3.Error as exc:
             raise LedgerError(
                 f"cannot open the ledger {path} ({exc}); check the state directory's permissions"
             ) from None
-        connection.row_factory = sqlite3.Row
         try:
-            cls._prepare(connection, path)
+            cls._prepare_sqlite(database, path)
         except sqlite3.DatabaseError as exc:
-            connection.close()
+            database.close()
             raise LedgerError(
                 f"the ledger {path} is not a readable database ({exc}); stop the daemon and restore "
                 "it from a backup — starting without it forgets which bundles ran and which "
                 "candidates await verdicts, so verdicts for earlier runs would be refused"
             ) from None
         except LedgerError:
-            connection.close()
+            database.close()
             raise
-        return cls(path, connection)
+        return cls(path, database)
+
+    @classmethod
+    def connect(cls, url: str) -> Ledger:
+        """The ledger in a PostgreSQL database (``[scale] database_url``), created if needed."""
+        import psycopg
+
+        try:
+            database = Database.postgresql(url)
+        except psycopg.Error as exc:
+            raise LedgerError(
+                f"cannot reach the ledger's database ({str(exc).strip()}); check "
+                "[scale] database_url and that PostgreSQL is running"
+            ) from None
+        try:
+            with database.transaction() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
+                cursor.execute(
+                    "CREATE TABLE IF NOT EXISTS ledger_schema (version INTEGER NOT NULL)"
+                )
+                cursor.execute("SELECT MAX(version) FROM ledger_schema")
+                (version,) = cursor.fetchone()
+                if version is not None and version > SCHEMA_VERSION:
+                    raise LedgerError(
+                        f"the ledger in {database.where} was written by a newer "
+                        f"portfolio-optimiser (schema {version}, this one knows "
+                        f"{SCHEMA_VERSION}); upgrade this machine first"
+                    )
+                for statement in _statements("postgresql"):
+                    cursor.execute(statement)
+                if version != SCHEMA_VERSION:
+                    cursor.execute("DELETE FROM ledger_schema")
+                    cursor.execute(
+                        "INSERT INTO ledger_schema (version) VALUES (%s)", (SCHEMA_VERSION,)
+                    )
+        except BaseException:
+            database.close()
+            raise
+        return cls(Path(database.where), database)
 
     @staticmethod
-    def _prepare(connection: sqlite3.Connection, path: Path) -> None:
+    def _prepare_sqlite(database: Database, path: Path) -> None:
         # quick_check reads every page header: a damaged file fails here, at start-up, with a
         # sentence — not later, halfway through an item.
-        (check,) = connection.execute("PRAGMA quick_check").fetchone()
+        (check,) = database.one("PRAGMA quick_check") or ("no answer",)
         if check != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {check}")
-        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        (version,) = database.one("PRAGMA user_version") or (0,)
         if version > SCHEMA_VERSION:
             raise LedgerError(
                 f"the ledger {path} was written by a newer portfolio-optimiser (schema {version}, "
                 f"this one knows {SCHEMA_VERSION}); upgrade, or point --workspace elsewhere"
             )
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        with connection:
-            connection.executescript(_SCHEMA)
-            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        database.one("PRAGMA journal_mode=WAL")
+        database.one("PRAGMA synchronous=FULL")
+        database.script([*_statements("sqlite"), f"PRAGMA user_version = {SCHEMA_VERSION}"])
 
     def close(self) -> None:
         self._db.close()
@@ -210,15 +261,12 @@ class Ledger(LedgerRecords):
         self.close()
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
-        with self._db:  # commits on return, rolls back on an exception
-            return self._db.execute(sql, params).rowcount
+        return self._db.write(sql, params)  # commits on return, rolls back on an exception
 
     # -- items ----------------------------------------------------------------------------------
 
     def get(self, digest: str) -> Item | None:
-        row = self._db.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM items WHERE digest = ?", (digest,)
-        ).fetchone()
+        row = self._db.one(f"SELECT {_ITEM_COLUMNS} FROM items WHERE digest = ?", (digest,))
         return None if row is None else _item(row)
 
     def _require(self, digest: str) -> Item:
@@ -236,8 +284,8 @@ class Ledger(LedgerRecords):
         if kind not in get_args(Kind):
             raise ValueError(f"kind must be 'bundle' or 'verdict', not {kind!r}")
         self._write(
-            "INSERT OR IGNORE INTO items (digest, kind, name, state, attempts, first_seen, updated)"
-            " VALUES (?, ?, ?, 'claimed', 0, ?, ?)",
+            "INSERT INTO items (digest, kind, name, state, attempts, first_seen, updated)"
+            " VALUES (?, ?, ?, 'claimed', 0, ?, ?) ON CONFLICT (digest) DO NOTHING",
             (digest, kind, name, now, now),
         )
         return self._require(digest)
@@ -298,19 +346,18 @@ class Ledger(LedgerRecords):
         self._write("DELETE FROM unfinished_runs WHERE digest = ?", (digest,))
 
     def unfinished_starts(self, digest: str) -> int:
-        row = self._db.execute(
-            "SELECT starts FROM unfinished_runs WHERE digest = ?", (digest,)
-        ).fetchone()
+        row = self._db.one("SELECT starts FROM unfinished_runs WHERE digest = ?", (digest,))
         return int(row[0]) if row else 0
 
     def items(self, state: State | None = None) -> list[Item]:
         """Items in the order they were first recorded, optionally only those in ``state``."""
         if state is None:
-            rows = self._db.execute(f"SELECT {_ITEM_COLUMNS} FROM items ORDER BY rowid").fetchall()
+            rows = self._db.all(f"SELECT {_ITEM_COLUMNS} FROM items ORDER BY {self._db.seq}")
         else:
-            rows = self._db.execute(
-                f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = ? ORDER BY rowid", (state,)
-            ).fetchall()
+            rows = self._db.all(
+                f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = ? ORDER BY {self._db.seq}",
+                (state,),
+            )
         return [_item(row) for row in rows]
 
     def due_retries(self, *, now: str) -> list[Item]:
@@ -325,8 +372,8 @@ class Ledger(LedgerRecords):
     def counts(self) -> dict[str, int]:
         """How many items are in each state; every state is present, zero if empty."""
         counts: dict[str, int] = dict.fromkeys(STATES, 0)
-        for row in self._db.execute("SELECT state, COUNT(*) AS n FROM items GROUP BY state"):
-            counts[row["state"]] = row["n"]
+        for state, n in self._db.all("SELECT state, COUNT(*) FROM items GROUP BY state"):
+            counts[state] = int(n)
         return counts
 
     # -- bundle jobs ----------------------------------------------------------------------------
@@ -341,9 +388,7 @@ class Ledger(LedgerRecords):
         )
 
     def job(self, identity: str) -> str | None:
-        row = self._db.execute(
-            "SELECT state_json FROM jobs WHERE identity = ?", (identity,)
-        ).fetchone()
+        row = self._db.one("SELECT state_json FROM jobs WHERE identity = ?", (identity,))
         return None if row is None else str(row[0])
 
     def drop_job(self, identity: str) -> None:
@@ -353,20 +398,19 @@ class Ledger(LedgerRecords):
     def jobs(self, *, unfinished: bool = False) -> list[str]:
         """Jobs' states in the order they began; ``unfinished``: only those not yet settled."""
         where = " WHERE stage != 'settled'" if unfinished else ""
-        rows = self._db.execute(f"SELECT state_json FROM jobs{where} ORDER BY rowid").fetchall()
+        rows = self._db.all(f"SELECT state_json FROM jobs{where} ORDER BY {self._db.seq}")
         return [str(row[0]) for row in rows]
 
     def remember_claim(self, claimed: str, identity: str) -> None:
         """The run identity a claim was given, so recovery and retries reuse it."""
         self._write(
-            "INSERT OR IGNORE INTO claims (claimed, identity) VALUES (?, ?)", (claimed, identity)
+            "INSERT INTO claims (claimed, identity) VALUES (?, ?) ON CONFLICT (claimed) DO NOTHING",
+            (claimed, identity),
         )
 
     def forget_claim(self, claimed: str) -> None:
         self._write("DELETE FROM claims WHERE claimed = ?", (claimed,))
 
     def claim_identity(self, claimed: str) -> str | None:
-        row = self._db.execute(
-            "SELECT identity FROM claims WHERE claimed = ?", (claimed,)
-        ).fetchone()
+        row = self._db.one("SELECT identity FROM claims WHERE claimed = ?", (claimed,))
         return None if row is None else str(row[0])

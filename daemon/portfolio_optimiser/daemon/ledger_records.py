@@ -5,10 +5,11 @@ connection: one database, one writer."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .db import Database
 
 __all__ = ["CandidateInput", "CandidateRow", "LedgerRecords", "VerdictRow"]
 
@@ -45,7 +46,7 @@ class CandidateRow:
 class LedgerRecords:
     """Candidates, project runs and verdicts; mixed into :class:`~.ledger.Ledger`."""
 
-    _db: sqlite3.Connection
+    _db: Database
 
     if TYPE_CHECKING:  # the ledger's own, which commits before it returns
 
@@ -75,29 +76,29 @@ class LedgerRecords:
         """Every verdict recorded for the candidate, oldest first."""
         # Ordered by insertion (seq), not recorded_at: a wall clock stepped back must not let an
         # older edit win over a newer one.
-        rows = self._db.execute(
+        rows = self._db.all(
             "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts"
             " WHERE candidate_id = ? ORDER BY seq",
             (candidate_id,),
-        ).fetchall()
+        )
         return [VerdictRow(*row) for row in rows]
 
     def latest_verdicts(self) -> list[VerdictRow]:
         """Each candidate's current verdict (its last recorded one), in recording order."""
-        rows = self._db.execute(
+        rows = self._db.all(
             "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts v"
             " WHERE seq = (SELECT MAX(seq) FROM verdicts w WHERE w.candidate_id = v.candidate_id)"
             " ORDER BY seq"
-        ).fetchall()
+        )
         return [VerdictRow(*row) for row in rows]
 
     def latest_verdict(self, candidate_id: str) -> VerdictRow | None:
         """The verdict recorded last for the candidate (last write wins); None if there is none."""
-        row = self._db.execute(
+        row = self._db.one(
             "SELECT candidate_id, digest, name, decision, recorded_at FROM verdicts"
             " WHERE candidate_id = ? ORDER BY seq DESC LIMIT 1",
             (candidate_id,),
-        ).fetchone()
+        )
         return None if row is None else VerdictRow(*row)
 
     # -- candidates -----------------------------------------------------------------------------
@@ -120,16 +121,15 @@ class LedgerRecords:
             (candidate_id, project_id, run_id, key_json, assessment, disagreement, now)
             for candidate_id, key_json, assessment, disagreement in rows
         ]
-        with self._db:
-            self._db.executemany(
-                "INSERT INTO candidates (candidate_id, project_id, run_id, key_json, assessment,"
-                " disagreement, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (candidate_id) DO UPDATE SET project_id = excluded.project_id,"
-                " run_id = excluded.run_id, key_json = excluded.key_json,"
-                " assessment = excluded.assessment, disagreement = excluded.disagreement,"
-                " recorded_at = excluded.recorded_at",
-                values,
-            )
+        self._db.write_many(
+            "INSERT INTO candidates (candidate_id, project_id, run_id, key_json, assessment,"
+            " disagreement, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (candidate_id) DO UPDATE SET project_id = excluded.project_id,"
+            " run_id = excluded.run_id, key_json = excluded.key_json,"
+            " assessment = excluded.assessment, disagreement = excluded.disagreement,"
+            " recorded_at = excluded.recorded_at",
+            values,
+        )
         return len(values)
 
     def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
@@ -143,16 +143,16 @@ class LedgerRecords:
 
     def project_runs(self) -> list[tuple[str, str, str]]:
         """Each project's latest run: (project id, run id, folder), by project."""
-        rows = self._db.execute(
+        rows = self._db.all(
             "SELECT project_id, run_id, folder FROM project_runs ORDER BY project_id"
-        ).fetchall()
+        )
         return [(str(p), str(r), str(f)) for p, r, f in rows]
 
     def candidate(self, candidate_id: str) -> CandidateRow | None:
         """The candidate with this id, or None when no run published it."""
-        row = self._db.execute(
+        row = self._db.one(
             "SELECT candidate_id, project_id, run_id, key_json, assessment, disagreement,"
             " recorded_at FROM candidates WHERE candidate_id = ?",
             (candidate_id,),
-        ).fetchone()
+        )
         return None if row is None else CandidateRow(*row)

@@ -1,0 +1,117 @@
+"""One connection to the ledger's database: a SQLite file on one machine, PostgreSQL when many
+machines share a portfolio (``[scale] database_url``).
+
+Decides: the few ways the two differ, so the ledger writes one SQL for both (``?`` placeholders,
+``ON CONFLICT``): the placeholder style, how a transaction starts, and the column that orders
+rows as they were recorded (SQLite's ``rowid``, PostgreSQL's ``seq`` identity). Reads run outside
+a transaction; each write is its own transaction, committed before it returns.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal, Protocol
+
+__all__ = ["Database", "Dialect"]
+
+Dialect = Literal["sqlite", "postgresql"]
+Row = tuple[Any, ...]
+
+
+class _Cursor(Protocol):
+    rowcount: int
+
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+    def executemany(self, sql: str, params: Any, /) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def close(self) -> None: ...
+
+
+class Database:
+    """The connection and its dialect; see the module's docstring."""
+
+    def __init__(self, raw: Any, dialect: Dialect, where: str) -> None:
+        self._raw = raw
+        self.dialect: Final = dialect
+        self.where: Final = where
+        """The file or the server, for messages (never a password)."""
+        self.seq: Final = "rowid" if dialect == "sqlite" else "seq"
+
+    @classmethod
+    def sqlite(cls, path: Path) -> Database:
+        # The service hands the ledger to its worker thread while the loop waits; never both at
+        # once, so the connection may cross threads. Autocommit: transactions are explicit.
+        raw = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
+        return cls(raw, "sqlite", str(path))
+
+    @classmethod
+    def postgresql(cls, url: str) -> Database:
+        import psycopg
+
+        raw = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        info = raw.info
+        return cls(raw, "postgresql", f"postgresql://{info.host}:{info.port}/{info.dbname}")
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.dialect == "sqlite" else sql.replace("?", "%s")
+
+    def _cursor(self) -> _Cursor:
+        cursor: _Cursor = self._raw.cursor()
+        return cursor
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None:
+        cursor = self._cursor()
+        try:
+            cursor.execute(self._sql(sql), params)
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
+        return None if row is None else tuple(row)
+
+    def all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+        cursor = self._cursor()
+        try:
+            cursor.execute(self._sql(sql), params)
+            return [tuple(row) for row in cursor.fetchall()]
+        finally:
+            cursor.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Cursor]:
+        """A cursor whose statements commit together, or not at all."""
+        if self.dialect == "postgresql":
+            with self._raw.transaction(), self._raw.cursor() as cursor:
+                yield cursor
+            return
+        cursor = self._cursor()
+        cursor.execute("BEGIN IMMEDIATE")  # the write lock now, not halfway through
+        try:
+            yield cursor
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+        else:
+            cursor.execute("COMMIT")
+        finally:
+            cursor.close()
+
+    def write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        with self.transaction() as cursor:
+            cursor.execute(self._sql(sql), params)
+            return int(cursor.rowcount)
+
+    def write_many(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
+        with self.transaction() as cursor:
+            cursor.executemany(self._sql(sql), list(rows))
+
+    def script(self, statements: Iterable[str]) -> None:
+        with self.transaction() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+
+    def close(self) -> None:
+        self._raw.close()

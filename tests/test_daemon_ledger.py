@@ -337,3 +337,32 @@ def test_an_unreachable_shared_ledger_is_one_sentence_naming_the_setting(postgre
     with pytest.raises(LedgerError, match=r"\[scale\] database_url") as caught:
         Ledger.connect(postgres.url("no_such_database"))
     assert "\n" not in str(caught.value).strip()
+
+
+def test_a_run_start_is_counted_until_it_finishes(ledger: Ledger) -> None:
+    assert ledger.unfinished_starts(DIGEST) == 0
+    assert ledger.start_run(DIGEST) == 1
+    assert ledger.start_run(DIGEST) == 2  # the first one took the process down
+    ledger.finish_run(DIGEST)
+    assert ledger.unfinished_starts(DIGEST) == 0
+
+
+def test_a_job_checkpoint_is_replaced_and_only_unsettled_ones_are_unfinished(
+    ledger: Ledger,
+) -> None:
+    ledger.save_job("j1", "claimed", '{"stage": "claimed"}', now=T0)
+    ledger.save_job("j2", "ran", '{"stage": "ran"}', now=T0)
+    ledger.save_job("j1", "settled", '{"stage": "settled"}', now=T1)
+    assert ledger.job("j1") == '{"stage": "settled"}'
+    assert ledger.jobs(unfinished=True) == ['{"stage": "ran"}']
+    assert ledger.jobs() == ['{"stage": "settled"}', '{"stage": "ran"}']
+    ledger.drop_job("j2")
+    assert ledger.job("j2") is None
+
+
+def test_a_claim_keeps_its_first_identity(ledger: Ledger) -> None:
+    ledger.remember_claim("c1", "first")
+    ledger.remember_claim("c1", "second")
+    assert ledger.claim_identity("c1") == "first"
+    ledger.forget_claim("c1")
+    assert ledger.claim_identity("c1") is None

@@ -86,6 +86,14 @@ class Daemon(_Section):
     retry_backoff_seconds: float = 30.0
 
 
+class Scale(_Section):
+    database_url: str = ""
+    """PostgreSQL for the ledger and the workflows (``PORTFOLIO_OPTIMISER_DATABASE_URL`` wins);
+    empty: SQLite files in the state directory."""
+    executor_id: str = ""
+    """This machine's name among the workers; empty: its host name."""
+
+
 class Config(_Section):
     stop: Stop
     budget: Budget
@@ -95,6 +103,7 @@ class Config(_Section):
     context: Context = Context()
     reference: Reference = Reference()
     daemon: Daemon = Daemon()
+    scale: Scale = Scale()
     source: str = ""
 
 

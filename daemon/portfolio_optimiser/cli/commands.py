@@ -49,7 +49,7 @@ def check_verdict(args: argparse.Namespace) -> int:
         )
         return 1
     verdict = parse_verdict(data, str(path))
-    unknown = _unknown_candidate(getattr(args, "workspace", None) or Path(), verdict.id)
+    unknown = _unknown_candidate(args, verdict.id)
     if unknown:
         print(strip_control(f"portfolio-optimiser: {path}: {unknown}"), file=sys.stderr)
         return 1
@@ -57,15 +57,16 @@ def check_verdict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unknown_candidate(workspace: Path, candidate_id: str) -> str | None:
+def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | None:
     """What the daemon would say of the id, when this workspace has a ledger to ask."""
-    from portfolio_optimiser.daemon.ledger import Ledger
+    from portfolio_optimiser.daemon.stores import existing_ledger
     from portfolio_optimiser.daemon.workspace import Workspace
 
-    ledger_file = Workspace.at(workspace).ledger_file
-    if not ledger_file.is_file():
+    workspace: Path = getattr(args, "workspace", None) or Path()
+    ledger = existing_ledger(Workspace.at(workspace), resolve_config(args))
+    if ledger is None:
         return None
-    with Ledger.open(ledger_file) as ledger:
+    with ledger:
         if ledger.candidate(candidate_id) is not None:
             return None
     return (

@@ -78,13 +78,13 @@ def once(args: argparse.Namespace) -> int:
 
 
 def retry(args: argparse.Namespace) -> int:
-    from portfolio_optimiser.daemon.ledger import Ledger
     from portfolio_optimiser.daemon.retry import retry_quarantined
+    from portfolio_optimiser.daemon.stores import open_ledger
     from portfolio_optimiser.daemon.workspace import Workspace
 
     workspace = Workspace.at(args.workspace)
     workspace.ensure()
-    ledger = Ledger.open(workspace.ledger_file)
+    ledger = open_ledger(workspace, resolve_config(args))
     try:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         destination = retry_quarantined(workspace, ledger, args.name, now_iso=now)
@@ -120,7 +120,8 @@ def _read_int(path: str) -> int | None:
 
 def doctor(args: argparse.Namespace) -> int:
     from portfolio_optimiser.daemon.claim import same_filesystem
-    from portfolio_optimiser.daemon.ledger import Ledger, LedgerError
+    from portfolio_optimiser.daemon.ledger import LedgerError
+    from portfolio_optimiser.daemon.stores import open_ledger
     from portfolio_optimiser.daemon.watcher import NETWORK_FILESYSTEMS, filesystem_type
     from portfolio_optimiser.daemon.workspace import Workspace
     from portfolio_optimiser.pipeline.budget import SpendFileError, read_spend
@@ -182,8 +183,8 @@ def doctor(args: argparse.Namespace) -> int:
     except SpendFileError as exc:
         check(False, "", str(exc))
     try:
-        Ledger.open(workspace.ledger_file).close()
-        check(True, f"item ledger: {workspace.ledger_file}", "")
+        with open_ledger(workspace, config) as opened:
+            check(True, f"item ledger: {opened.path}", "")
     except LedgerError as exc:
         check(False, "", str(exc))
     states = availability_now(

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from portfolio_optimiser.config import Config
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend
 from portfolio_optimiser.reasoning.environment import admission_for
@@ -157,9 +158,9 @@ def _running_holder(lock: Path) -> Any:
         os.close(fd)
 
 
-def _daemon_view(workspace: Path) -> dict[str, Any]:
+def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     """What the daemon last said (status.json), its ledger's counts and who holds the lock."""
-    from portfolio_optimiser.daemon.ledger import Ledger
+    from portfolio_optimiser.daemon.stores import existing_ledger
 
     ws = Workspace.at(workspace)
     last: dict[str, Any] = {}
@@ -170,8 +171,9 @@ def _daemon_view(workspace: Path) -> dict[str, Any]:
             last = {}
     holder = _running_holder(ws.state / "daemon.lock")
     counts: dict[str, int] = {}
-    if ws.ledger_file.is_file():
-        with Ledger.open(ws.ledger_file) as ledger:
+    ledger = existing_ledger(ws, config)
+    if ledger is not None:
+        with ledger:
             counts = ledger.counts()
     runs = sorted((ws.outbox / "runs").glob("*/*")) if (ws.outbox / "runs").is_dir() else []
     return {
@@ -214,7 +216,7 @@ def status(args: argparse.Namespace) -> int:
         "remaining_tokens": max(0, config.budget.portfolio_tokens - spend.spent_tokens),
         "runs": len(spend.runs),
     }
-    daemon = _daemon_view(workspace)
+    daemon = _daemon_view(workspace, config)
     if args.json:
         _emit_json(
             {
@@ -273,15 +275,16 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verdict_steps(workspace: Path, ident: str) -> list[dict[str, Any]]:
+def _verdict_steps(workspace: Path, config: Config, ident: str) -> list[dict[str, Any]]:
     """The expert's part of the chain: verdicts from the ledger, promotion from the wiki."""
     from portfolio_optimiser.context.frontmatter import read_concept
-    from portfolio_optimiser.daemon.ledger import Ledger
+    from portfolio_optimiser.daemon.stores import existing_ledger
 
     ws = Workspace.at(workspace)
     steps: list[dict[str, Any]] = []
-    if ws.ledger_file.is_file():
-        with Ledger.open(ws.ledger_file) as ledger:
+    ledger = existing_ledger(ws, config)
+    if ledger is not None:
+        with ledger:
             for row in ledger.verdict_history(ident):
                 written = _as_written(ws.inbox_verdicts / row.name, row.digest)
                 who = f" by {written.reviewer}" if written is not None else ""
@@ -340,9 +343,9 @@ def _utc(stamp: str) -> str:
 
 
 def explain(args: argparse.Namespace) -> int:
-    _config, store, _ctx = _context(args)
+    config, store, _ctx = _context(args)
     chain = explain_chain(store.load(), args.id)
-    extra = _verdict_steps(args.workspace, args.id)
+    extra = _verdict_steps(args.workspace, config, args.id)
     if chain is not None and extra:
         chain.steps.extend({**step, "redacted": []} for step in extra)
         # One timeline: the records and the expert's steps by when they happened, in one format.

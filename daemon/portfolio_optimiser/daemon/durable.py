@@ -22,7 +22,6 @@ import dataclasses
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any, Final, Protocol
 
 from dbos import DBOS, SetWorkflowID
@@ -202,10 +201,10 @@ class Engine:
 _engine: Engine | None = None
 
 
-def engine_for(state: Path, *, executor_id: str, log: Any) -> Engine:
-    """The process's engine on ``state``'s system database (SQLite, nothing to install)."""
+def engine_for(url: str, *, executor_id: str, log: Any) -> Engine:
+    """The process's engine on the system database at ``url`` (SQLite in the state directory,
+    nothing to install; or the shared PostgreSQL)."""
     global _engine
-    url = f"sqlite:///{(state / 'dbos.sqlite').resolve()}"
     if _engine is not None and (_engine.database_url != url or _engine.executor_id != executor_id):
         _engine.stop()
         _engine = None

@@ -24,6 +24,7 @@ from .job import Job, JobContext
 from .ledger import Ledger, LedgerError
 from .portfolio import Portfolio
 from .runner import RunInputs
+from .stores import stores_for
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # DBOS is imported when a job first runs: commands that run none never pay it
@@ -93,10 +94,13 @@ class JobRuns:
             os._exit(137)
 
     def engine(self) -> Engine:
-        """The process's DBOS on this state directory's SQLite (one executor on one machine)."""
+        """The process's DBOS: on this state directory's SQLite (one executor on one machine), or
+        on the shared PostgreSQL (``[scale]``), as this machine's executor."""
         from .durable import engine_for
 
-        return engine_for(self.workspace.state, executor_id="local", log=self.log)
+        stores = stores_for(self.config, self.environ)
+        url = stores.database_url or f"sqlite:///{(self.workspace.state / 'dbos.sqlite').resolve()}"
+        return engine_for(url, executor_id=stores.executor_id, log=self.log)
 
     def publish_portfolio(self) -> None:
         """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,
@@ -240,7 +244,7 @@ class JobRuns:
         digest = self.running_digest
         if digest is None:
             return
-        with contextlib.suppress(LedgerError), Ledger.open(self.ledger.path) as other:
+        with contextlib.suppress(LedgerError), self.ledger.reopen() as other:
             other.finish_run(digest)
 
     def _rebuild_references(self) -> None:

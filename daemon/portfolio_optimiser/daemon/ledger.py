@@ -164,10 +164,15 @@ class Ledger(LedgerRecords):
     """The ledger: a SQLite file (:meth:`open`), or a PostgreSQL database many machines share
     (:meth:`connect`). Close with :meth:`close` or ``with``."""
 
-    def __init__(self, path: Path, database: Database) -> None:
+    def __init__(self, path: Path, database: Database, url: str | None = None) -> None:
         self.path: Final = path
         """The file, or for PostgreSQL the server and database (never a password)."""
         self._db = database
+        self._url = url
+
+    def reopen(self) -> Ledger:
+        """Another connection to the same ledger (for another thread)."""
+        return Ledger.open(self.path) if self._url is None else Ledger.connect(self._url)
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
@@ -232,7 +237,7 @@ class Ledger(LedgerRecords):
         except BaseException:
             database.close()
             raise
-        return cls(Path(database.where), database)
+        return cls(Path(database.where), database, url)
 
     @staticmethod
     def _prepare_sqlite(database: Database, path: Path) -> None:
@@ -337,7 +342,7 @@ class Ledger(LedgerRecords):
         """
         self._write(
             "INSERT INTO unfinished_runs (digest, starts) VALUES (?, 1)"
-            " ON CONFLICT (digest) DO UPDATE SET starts = starts + 1",
+            " ON CONFLICT (digest) DO UPDATE SET starts = unfinished_runs.starts + 1",
             (digest,),
         )
         return self.unfinished_starts(digest)

@@ -33,6 +33,7 @@ from .ledger import Ledger
 from .lock import WorkspaceLock
 from .notify import Notifier
 from .processor import ItemResult, Processor
+from .stores import open_ledger
 from .watcher import NETWORK_FILESYSTEMS, Hint, InboxWatcher, filesystem_type
 from .workspace import Workspace
 
@@ -90,7 +91,7 @@ def run_once(
     admission_for(config, now=datetime.now(UTC), environ=environ)  # a bad mode word: exit 78 first
     workspace.ensure()
     with WorkspaceLock(workspace.state):
-        ledger = Ledger.open(workspace.ledger_file)
+        ledger = open_ledger(workspace, config, environ)
         try:
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
             processor.history.extend(processor.recover())
@@ -219,7 +220,7 @@ class Service:
         ws.ensure()
         ws.remember_state()
         with WorkspaceLock(ws.state):
-            ledger = Ledger.open(ws.ledger_file)
+            ledger = open_ledger(ws, self.config)
             try:
                 return self._serve(ledger)
             finally:

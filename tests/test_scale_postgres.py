@@ -1,0 +1,78 @@
+"""The daemon on a shared PostgreSQL (``[scale] database_url``): the ledger and the bundle jobs'
+workflows live in the database, not in the state directory, and a crash mid-run is finished from
+there. Real PostgreSQL, started by the tests (``tests/postgres.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portfolio_optimiser.daemon.ledger import Ledger
+
+from .daemon_helpers import (
+    Processes,
+    copy_example,
+    make_workspace,
+    published_runs,
+    spend_runs,
+)
+
+pytestmark = pytest.mark.postgres
+
+PROJECT = "lillevik-school"
+
+
+def test_once_keeps_the_ledger_and_the_job_in_postgresql(tmp_path: Path, postgres: Any) -> None:
+    import psycopg
+
+    url = postgres.new_database()
+    ws = make_workspace(tmp_path / "ws")
+    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
+    processes = Processes(tmp_path / "proc")
+    try:
+        env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": url}
+        first = processes.start("once", ws, env=env).completed(120)
+        assert first.returncode == 0, first.stderr[-2000:]
+        copy_example(PROJECT, ws / "inbox" / "projects" / "again")
+        second = processes.start("once", ws, env=env).completed(120)
+        assert second.returncode == 0, second.stderr[-2000:]
+    finally:
+        processes.close()
+    assert len(published_runs(ws, PROJECT)) == 1
+    assert len(spend_runs(ws, PROJECT)) == 1
+    assert not (ws / ".state" / "ledger.sqlite").exists(), "the ledger is the shared one"
+    assert not (ws / ".state" / "dbos.sqlite").exists(), "and so are the workflows"
+    with Ledger.connect(url) as ledger:
+        assert sorted(item.state for item in ledger.items("done")) == ["done"]
+        assert ledger.jobs(unfinished=True) == []
+        (job,) = [j for j in ledger.jobs() if '"stage": "settled"' in j]
+    with psycopg.connect(url) as db:
+        statuses = db.execute("SELECT status FROM dbos.workflow_status").fetchall()
+    assert statuses == [("SUCCESS",)], "one workflow for one identity; the duplicate started none"
+    assert (ws / "outbox" / "duplicates" / "again.duplicate.txt").is_file(), job
+
+
+def test_a_run_killed_mid_job_is_finished_from_postgresql(tmp_path: Path, postgres: Any) -> None:
+    url = postgres.new_database()
+    ws = make_workspace(tmp_path / "ws")
+    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
+    processes = Processes(tmp_path / "proc")
+    env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": url}
+    try:
+        dying = processes.start(
+            "once", ws, env={**env, "PORTFOLIO_OPTIMISER_TEST_FAULT": "after-outputs"}
+        )
+        assert dying.wait(120) == 137, dying.stderr()[-2000:]
+        again = processes.start("once", ws, env=env).completed(120)
+    finally:
+        processes.close()
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert '"job resumed"' in again.stderr and '"stage": "ran"' in again.stderr, again.stderr
+    assert len(published_runs(ws, PROJECT)) == 1
+    assert len(spend_runs(ws, PROJECT)) == 1, "charged once"
+    with Ledger.connect(url) as ledger:
+        assert [item.state for item in ledger.items()] == ["done"]
+        assert ledger.jobs(unfinished=True) == []
+    assert list((ws / ".state" / "claimed").iterdir()) == []

@@ -366,3 +366,15 @@ def test_a_claim_keeps_its_first_identity(ledger: Ledger) -> None:
     assert ledger.claim_identity("c1") == "first"
     ledger.forget_claim("c1")
     assert ledger.claim_identity("c1") is None
+
+
+def test_a_charge_is_kept_once_per_workflow_step_attempt_and_call(ledger: Ledger) -> None:
+    assert ledger.next_charge_attempt("wf", "ran") == 1
+    assert ledger.record_charge("wf", "ran", 1, 1, 120, now=T0)
+    assert not ledger.record_charge("wf", "ran", 1, 1, 120, now=T1)  # the same call again
+    assert ledger.record_charge("wf", "ran", 1, 2, 30, now=T1)
+    assert ledger.next_charge_attempt("wf", "ran") == 2  # a killed attempt keeps its number
+    assert ledger.record_charge("wf", "ran", 2, 1, 120, now=T2)
+    assert ledger.record_charge("other", "ran", 1, 1, 7, now=T2)
+    assert ledger.charged_tokens("wf") == 270
+    assert ledger.charged_tokens("nothing") == 0

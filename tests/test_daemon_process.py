@@ -765,3 +765,37 @@ def test_once_gives_up_on_a_bundle_that_keeps_changing_and_exits_75(tmp_path: Pa
         writer.join(5)
     assert result.returncode == 75, result.stdout + result.stderr
     assert f"{PROJECT}: still changing" in result.stdout
+
+
+@pytest.mark.loadbearing
+def test_the_tokens_a_killed_run_spent_are_charged_once_after_the_restart(
+    tmp_path: Path,
+) -> None:
+    from .daemon_helpers import config_with_local_server
+    from .fakes.llm_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeLLMServer
+
+    ws = make_workspace(tmp_path / "ws")
+    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
+    processes = Processes(tmp_path / "proc")
+    env = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"}  # the local advisor may be asked
+    with FakeLLMServer(content="The figures hold.\nVERDICT: APPROVE") as server:
+        config = str(config_with_local_server(tmp_path / "config.toml", server.base_url))
+        try:
+            dying = processes.start(
+                "once",
+                ws,
+                "--config",
+                config,
+                env={**env, "PORTFOLIO_OPTIMISER_TEST_FAULT": "after-charge"},
+            )
+            assert dying.wait(120) == 137, dying.stderr()[-2000:]
+            killed_calls = len([r for r in server.requests if r.path.endswith("/chat/completions")])
+            again = processes.start("once", ws, "--config", config, env=env).completed(120)
+        finally:
+            processes.close()
+        calls = [r for r in server.requests if r.path.endswith("/chat/completions")]
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert killed_calls >= 1 and len(calls) > killed_calls
+    [run] = spend_runs(ws, PROJECT)
+    billed = len(calls) * (PROMPT_TOKENS + COMPLETION_TOKENS)
+    assert run["tokens"] == billed, "every token the server billed, the killed run's included, once"

@@ -207,6 +207,9 @@ def charged(job: Job, ctx: JobContext) -> Job:
     assert job.summary is not None
     spend_file = ctx.workspace.spend_file
     charge = f"{job.summary.project_id}/{job.run_id}"
+    # Every attempt's billed tokens, kept as they were billed (a killed attempt's too); never
+    # less than the finished run reported.
+    tokens = max(job.summary.tokens, ctx.ledger.charged_tokens(job.identity))
     spend = read_spend(spend_file)  # strict: a corrupt ledger stops, never reads zero
     if all(run.run_id != charge for run in spend.runs):  # once, even when this stage runs again
         write_spend(
@@ -214,7 +217,7 @@ def charged(job: Job, ctx: JobContext) -> Job:
             spend.add_run(
                 run_id=charge,
                 project_id=job.summary.project_id,
-                tokens=job.summary.tokens,
+                tokens=tokens,
                 budget_stop=job.summary.budget_stop,
             ),
             stamp=ctx.stamp(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,6 +196,17 @@ class JobRuns:
 
         def inputs() -> RunInputs:
             if not built:  # once per job, and only when it runs
+                attempt = self.ledger.next_charge_attempt(job.identity, "ran")
+                calls = itertools.count(1)
+
+                def charge(tokens: int) -> None:
+                    # Kept as billed, keyed on (workflow, step, attempt, call): a run killed
+                    # after this is still charged for it, and never twice.
+                    self.ledger.record_charge(
+                        job.identity, "ran", attempt, next(calls), tokens, now=iso(self.clock())
+                    )
+                    self._fault("after-charge")
+
                 built.append(
                     RunInputs.build(
                         workspace=ws,
@@ -206,6 +218,7 @@ class JobRuns:
                         portfolio=self.portfolio,
                         client_factory=self.client_factory,
                         log=self.log,
+                        charge=charge,
                     )
                 )
             return built[0]

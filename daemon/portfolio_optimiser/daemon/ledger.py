@@ -44,7 +44,7 @@ State = Literal["claimed", "done", "failed", "waiting", "retry"]
 STATES: Final[tuple[State, ...]] = get_args(State)
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
@@ -88,6 +88,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     stage TEXT NOT NULL,
     state_json TEXT NOT NULL,
     updated TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS charges (
+    workflow TEXT NOT NULL,
+    step TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (workflow, step, attempt, seq)
 );
 CREATE TABLE IF NOT EXISTS candidates (
     candidate_id TEXT PRIMARY KEY,

@@ -1,6 +1,7 @@
-"""The ledger's records of what runs published and experts decided: each candidate a run
-published (its key and reasoning record ids), each project's latest run, and each verdict's
-history per candidate (the last one recorded wins for readers). Part of :class:`Ledger`, on its
+"""The ledger's records of what runs published, cost and experts decided: each candidate a run
+published (its key and reasoning record ids), each project's latest run, every amount a job's
+attempts were billed (keyed on workflow, step, attempt and call), and each verdict's history per
+candidate (the last one recorded wins for readers). Part of :class:`Ledger`, on its
 connection: one database, one writer."""
 
 from __future__ import annotations
@@ -131,6 +132,36 @@ class LedgerRecords:
             values,
         )
         return len(values)
+
+    # -- charges: what each attempt of a job's step was billed, kept as it was billed -------------
+
+    def next_charge_attempt(self, workflow: str, step: str) -> int:
+        """The number of a new attempt at ``step`` (attempts that charged nothing leave none)."""
+        row = self._db.one(
+            "SELECT MAX(attempt) FROM charges WHERE workflow = ? AND step = ?", (workflow, step)
+        )
+        return int(row[0] or 0) + 1 if row else 1
+
+    def record_charge(
+        self, workflow: str, step: str, attempt: int, seq: int, tokens: int, *, now: str
+    ) -> bool:
+        """Keep one billed amount; False when this (workflow, step, attempt, seq) is kept already,
+        so a charge recorded twice counts once."""
+        return (
+            self._write(
+                "INSERT INTO charges (workflow, step, attempt, seq, tokens, recorded_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (workflow, step, attempt, seq, tokens, now),
+            )
+            == 1
+        )
+
+    def charged_tokens(self, workflow: str) -> int:
+        """Every token the job's attempts were billed, a killed attempt's included."""
+        row = self._db.one(
+            "SELECT COALESCE(SUM(tokens), 0) FROM charges WHERE workflow = ?", (workflow,)
+        )
+        return int(row[0]) if row else 0
 
     def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
         """This run is now the project's latest: the one the portfolio report counts."""

@@ -81,7 +81,8 @@ class Processor(BundleLifecycle):
         self.reruns_due = True
         """Whether ingested projects may be due a new run (the portfolio moved under them); read
         from the ledger at the next step, so a crash loses nothing."""
-        # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim|during-run|after-ran|after-outputs|after-spend|after-settle|checkpoint-<stage>
+        # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim, during-run,
+        # after-charge, after-ran, after-outputs, after-spend, after-settle or checkpoint-<stage>
         # makes the process die (os._exit(137), as if SIGKILLed) at that point, so the crash-safety
         # tests can kill a run between two durable steps. Read once; unset in production.
         self._test_fault = (self.environ if self.environ is not None else os.environ).get(

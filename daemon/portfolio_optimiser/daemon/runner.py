@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +62,8 @@ class RunInputs:
     reasoning_store: Store
     client_factory: ClientFactory
     log: Any
+    charge: Callable[[int], None] | None = None
+    """Keeps each billed amount durably as the run goes (the job's charges)."""
 
     @classmethod
     def build(
@@ -76,6 +78,7 @@ class RunInputs:
         portfolio: Portfolio,
         client_factory: ClientFactory,
         log: Any,
+        charge: Callable[[int], None] | None = None,
     ) -> RunInputs:
         return cls(
             config=config,
@@ -89,6 +92,7 @@ class RunInputs:
             reasoning_store=reasoning_store,
             client_factory=client_factory,
             log=log,
+            charge=charge,
         )
 
 
@@ -104,6 +108,7 @@ def run_pipeline(inputs: RunInputs, bundle: Path, run_id: str) -> RunResult:
             total_tokens=config.budget.portfolio_tokens, per_run_claim=config.budget.run_tokens
         ),
         spent=inputs.spent_tokens,
+        on_record=inputs.charge,
     )
     before = open_circuits(inputs.reasoning_store, inputs.admission)
     result = asyncio.run(

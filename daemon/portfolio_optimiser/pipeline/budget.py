@@ -143,9 +143,17 @@ class PortfolioBudget:
 class PortfolioMeter:
     """The one ledger over a portfolio pass, seeded with what earlier passes spent."""
 
-    def __init__(self, budget: PortfolioBudget, spent: int = 0) -> None:
+    def __init__(
+        self,
+        budget: PortfolioBudget,
+        spent: int = 0,
+        on_record: Callable[[int], None] | None = None,
+    ) -> None:
         self.budget = budget
         self.spent = spent
+        self.on_record = on_record
+        """Told each billed amount as it is recorded: the daemon keeps it durably, so the tokens
+        of a run cut off by a crash are still charged."""
 
     @property
     def remaining(self) -> int:
@@ -155,6 +163,8 @@ class PortfolioMeter:
         # Never raises: tokens the provider billed must land even when they break a cap. A
         # negative count (a provider bug) must not give budget back.
         self.spent += max(0, tokens)
+        if self.on_record is not None and tokens > 0:
+            self.on_record(tokens)
 
     def check(self) -> None:
         if self.spent > self.budget.total_tokens:

@@ -378,3 +378,34 @@ def test_a_charge_is_kept_once_per_workflow_step_attempt_and_call(ledger: Ledger
     assert ledger.record_charge("other", "ran", 1, 1, 7, now=T2)
     assert ledger.charged_tokens("wf") == 270
     assert ledger.charged_tokens("nothing") == 0
+
+
+def test_a_hold_on_the_budget_is_taken_only_when_the_cap_leaves_it(ledger: Ledger) -> None:
+    assert ledger.reserve("a", 100, cap=250, spent=0, now=T0)
+    assert ledger.reserve("b", 100, cap=250, spent=0, now=T0)
+    assert not ledger.reserve("c", 100, cap=250, spent=0, now=T0)  # 50 left
+    assert ledger.reserve("a", 100, cap=250, spent=200, now=T1), "a hold already taken stands"
+    assert ledger.reserved_tokens() == 200
+    ledger.release("a")
+    assert ledger.reserve("c", 100, cap=250, spent=40, now=T1)
+    assert ledger.reserved_tokens() == 200
+
+
+@pytest.mark.loadbearing
+def test_machines_asking_at_once_never_hold_more_than_the_cap(ledger: Ledger) -> None:
+    """Eight workers, each on its own connection, asking for a run's claim at the same moment:
+    the cap funds five, and exactly five are held, whichever ask first."""
+    others = [ledger.reopen() for _ in range(8)]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            held = list(
+                pool.map(
+                    lambda pair: pair[1].reserve(f"job-{pair[0]}", 100, cap=500, spent=0, now=T0),
+                    enumerate(others),
+                )
+            )
+    finally:
+        for other in others:
+            other.close()
+    assert held.count(True) == 5
+    assert ledger.reserved_tokens() == 500

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
@@ -204,6 +205,45 @@ def test_a_project_the_budget_cannot_fund_waits_unclaimed(
     assert result.state == "waiting"
     assert entry.is_dir()
     assert "waiting for budget" in processor.waiting["lillevik-school"]
+
+
+@pytest.mark.loadbearing
+def test_a_wave_starts_only_the_bundles_the_portfolio_can_fund(
+    workspace: Workspace, processor: Processor, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from portfolio_optimiser.daemon import job
+
+    real = job.RunSummary.of
+
+    def spending(result: Any) -> Any:  # each run really spends 100 000 tokens
+        return dataclasses.replace(real(result), tokens=100_000)
+
+    monkeypatch.setattr(job.RunSummary, "of", staticmethod(spending))
+    processor.config = processor.config.model_copy(
+        update={
+            "budget": processor.config.budget.model_copy(
+                update={"portfolio_tokens": 250_000, "run_tokens": 100_000}
+            )
+        }
+    )
+    for name in ("a-school", "b-school", "c-school"):
+        copy = drop_bundle(workspace, name)
+        project = copy / "project.md"
+        project.write_text(
+            project.read_text("utf-8").replace("id: lillevik-school", f"id: {name}"), "utf-8"
+        )
+    untouched = (workspace.inbox_projects / "c-school").stat().st_ctime_ns
+    results = settle(processor, clock)
+    assert sorted((r.name, r.state) for r in results) == [
+        ("a-school", "done"),
+        ("b-school", "done"),
+        ("c-school", "waiting"),
+    ]
+    # Never started, nor even claimed and put back: a claim is a rename, which moves its ctime.
+    assert (workspace.inbox_projects / "c-school").stat().st_ctime_ns == untouched
+    assert "50000 portfolio tokens left" in processor.waiting["c-school"]
+    assert read_spend(workspace.spend_file).spent_tokens == 200_000
+    assert processor.ledger.reserved_tokens() == 0, "each hold ended with its charge"
 
 
 @pytest.mark.loadbearing

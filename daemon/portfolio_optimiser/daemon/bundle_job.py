@@ -41,11 +41,7 @@ class BundleLifecycle(JobRuns):
     """When the next back-off runs out (None: read it from the ledger at the next look)."""
 
     def process_bundle(self, entry: Path) -> ItemResult:
-        refusal = self._budget_refusal()
-        if refusal is not None:
-            self.waiting[entry.name] = refusal
-            self.log.info("bundle waits", bundle=entry.name, reason=refusal)
-            return ItemResult(entry.name, "bundle", "waiting", refusal)
+        """A ready bundle the portfolio's wave admitted (``step``): claimed, then its job."""
         self.waiting.pop(entry.name, None)
         claimed = claim_entry(entry, self.claimed_dir)
         if claimed is None:
@@ -53,6 +49,13 @@ class BundleLifecycle(JobRuns):
                 entry.name, "bundle", "gone", "it left the inbox before it was claimed"
             )
         return self._process_claimed(claimed, name=entry.name)
+
+    def wait_for_budget(self, entry: Path, refusal: str) -> ItemResult:
+        """The bundle stays in the inbox, unclaimed and not failed, until the budget funds it."""
+        if self.waiting.get(entry.name) != refusal:  # said once, not at every look
+            self.log.info("bundle waits", bundle=entry.name, reason=refusal)
+        self.waiting[entry.name] = refusal
+        return ItemResult(entry.name, "bundle", "waiting", refusal)
 
     def recover(self) -> list[ItemResult]:
         """Finish what a crash left: DBOS first finishes the workflows it had in flight (each from
@@ -161,6 +164,13 @@ class BundleLifecycle(JobRuns):
             return self._quarantine(
                 claimed, name, digest, known.error or "it failed before with the same content"
             )
+        refusal = self._hold_budget(digest)
+        if refusal is not None:  # another machine took what was left since the bundle was admitted
+            shutil.rmtree(claimed.with_name(f".{claimed.name}.d"), ignore_errors=True)
+            release(claimed, self.workspace.inbox_projects / name)
+            self.waiting[name] = refusal
+            self.log.info("bundle waits", bundle=name, reason=refusal)
+            return ItemResult(name, "bundle", "waiting", refusal)
         if known is None:
             known = self.ledger.begin(digest, kind="bundle", name=name, now=iso(now))
         job = Job(digest, name, str(claimed), str(bundle), known.first_seen, rerun=False)
@@ -254,6 +264,7 @@ class BundleLifecycle(JobRuns):
             ),
         )
         if digest is not None:
+            self.ledger.release(digest)
             self.ledger.drop_job(digest)  # a later drop of it (or `retry`) starts afresh
             if self.ledger.get(digest) is None:
                 self.ledger.begin(digest, kind="bundle", name=name, now=iso(self.clock()))

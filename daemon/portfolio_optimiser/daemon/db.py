@@ -99,6 +99,15 @@ class Database:
         finally:
             cursor.close()
 
+    @contextmanager
+    def exclusive(self, key: int) -> Iterator[_Exclusive]:
+        """A transaction no other writer runs beside: SQLite's write lock, or a PostgreSQL
+        advisory lock on ``key`` (every machine's decision on one budget, one at a time)."""
+        with self.transaction() as cursor:
+            if self.dialect == "postgresql":
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            yield _Exclusive(self, cursor)
+
     def write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
         with self.transaction() as cursor:
             cursor.execute(self._sql(sql), params)
@@ -115,3 +124,19 @@ class Database:
 
     def close(self) -> None:
         self._raw.close()
+
+
+class _Exclusive:
+    """Statements inside :meth:`Database.exclusive`, in the ledger's one SQL."""
+
+    def __init__(self, database: Database, cursor: _Cursor) -> None:
+        self._database, self._cursor = database, cursor
+
+    def one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None:
+        self._cursor.execute(self._database._sql(sql), params)
+        row = self._cursor.fetchone()
+        return None if row is None else tuple(row)
+
+    def write(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        self._cursor.execute(self._database._sql(sql), params)
+        return int(self._cursor.rowcount)

@@ -223,6 +223,7 @@ def charged(job: Job, ctx: JobContext) -> Job:
             stamp=ctx.stamp(),
         )
         ctx.fault("after-spend")
+    ctx.ledger.release(job.identity)  # what it spent is in the spend file now, not held
     return job.at(Stage.CHARGED)
 
 

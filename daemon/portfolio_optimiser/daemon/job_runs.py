@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from portfolio_optimiser.config import Config
-from portfolio_optimiser.pipeline.budget import read_spend
+from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter, read_spend
 from portfolio_optimiser.pipeline.run import ClientFactory
 from portfolio_optimiser.reasoning.store import Store
 
@@ -121,7 +121,7 @@ class JobRuns:
             if stop():
                 self.reruns_due = True
                 break
-            refusal = self._budget_refusal()
+            refusal = self._hold_budget(identity)
             if refusal is not None:
                 self.waiting[f"{folder.name} (rerun)"] = refusal
                 self.log.info("rerun waits", project=folder.name, reason=refusal)
@@ -159,6 +159,7 @@ class JobRuns:
             why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
         # The ingested project stays where it is; only this identity is given up.
         self.log.error("rerun failed", project=name, problem=why)
+        self.ledger.release(job.identity)
         self.ledger.drop_job(job.identity)
         self.ledger.mark(job.identity, "failed", now=iso(self.clock()), error=why)
         return ItemResult(name, "rerun", "failed", why)
@@ -238,17 +239,47 @@ class JobRuns:
         self.ledger.finish_run(job.identity)
         self.running_digest = None
 
-    def _budget_refusal(self) -> str | None:
-        spend = read_spend(
-            self.workspace.spend_file
-        )  # strict: a corrupt ledger stops, never reads zero
-        remaining = self.config.budget.portfolio_tokens - spend.spent_tokens
-        if remaining < self.config.budget.run_tokens:
-            return (
-                f"waiting for budget: {remaining} portfolio tokens left, a run may use "
-                f"{self.config.budget.run_tokens}; raise budget.portfolio_tokens to continue"
-            )
-        return None
+    def _budget(self) -> PortfolioMeter:
+        """The portfolio's budget now: what is spent (strict: a corrupt spend file stops, never
+        reads zero); what jobs in flight hold is the ledger's."""
+        return PortfolioMeter(
+            PortfolioBudget(
+                total_tokens=self.config.budget.portfolio_tokens,
+                per_run_claim=self.config.budget.run_tokens,
+            ),
+            spent=read_spend(self.workspace.spend_file).spent_tokens,
+        )
+
+    def _waiting_for_budget(self, remaining: int) -> str:
+        return (
+            f"waiting for budget: {max(0, remaining)} portfolio tokens left, a run may use "
+            f"{self.config.budget.run_tokens}; raise budget.portfolio_tokens to continue"
+        )
+
+    def _hold_budget(self, identity: str) -> str | None:
+        """A run's claim on the portfolio, held in the ledger from now until it is charged; the
+        sentence a refusal gives, or None when held."""
+        budget = self._budget()
+        held = self.ledger.reserve(
+            identity,
+            self.config.budget.run_tokens,
+            cap=budget.budget.total_tokens,
+            spent=budget.spent,
+            now=iso(self.clock()),
+        )
+        if held:
+            return None
+        return self._waiting_for_budget(budget.remaining - self.ledger.reserved_tokens())
+
+    def admit(self, entries: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
+        """The ready bundles the portfolio can fund now, and those that wait (unclaimed), each
+        with the sentence that says why."""
+        if not entries:
+            return [], []
+        budget, held = self._budget(), self.ledger.reserved_tokens()
+        admitted, deferred = budget.admit_wave(entries, reserved=held)
+        left = budget.remaining - held - len(admitted) * self.config.budget.run_tokens
+        return admitted, [(entry, self._waiting_for_budget(left)) for entry in deferred]
 
     def abandon_run(self) -> None:
         """A stop was asked for while a run is under way: that is no crash, so its start is not

@@ -98,6 +98,11 @@ CREATE TABLE IF NOT EXISTS charges (
     recorded_at TEXT NOT NULL,
     PRIMARY KEY (workflow, step, attempt, seq)
 );
+CREATE TABLE IF NOT EXISTS reservations (
+    identity TEXT PRIMARY KEY,
+    tokens INTEGER NOT NULL,
+    reserved_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS candidates (
     candidate_id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .db import Database
 
 __all__ = ["CandidateInput", "CandidateRow", "LedgerRecords", "VerdictRow"]
+
+_BUDGET_LOCK: Final = 7_153_110_002
+"""The advisory lock every machine's budget decision takes on PostgreSQL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,33 @@ class LedgerRecords:
             "SELECT COALESCE(SUM(tokens), 0) FROM charges WHERE workflow = ?", (workflow,)
         )
         return int(row[0]) if row else 0
+
+    # -- reservations: the portfolio budget a job holds from its claim until it is charged ------
+
+    def reserved_tokens(self) -> int:
+        row = self._db.one("SELECT COALESCE(SUM(tokens), 0) FROM reservations")
+        return int(row[0]) if row else 0
+
+    def reserve(self, identity: str, tokens: int, *, cap: int, spent: int, now: str) -> bool:
+        """Hold ``tokens`` of the portfolio's ``cap`` for the job, if what is ``spent`` and held
+        by other jobs leaves them; True when held (already held counts). One decision at a time
+        across every machine, so the cap holds however many workers ask at once."""
+        with self._db.exclusive(_BUDGET_LOCK) as tx:
+            if tx.one("SELECT 1 FROM reservations WHERE identity = ?", (identity,)):
+                return True
+            row = tx.one("SELECT COALESCE(SUM(tokens), 0) FROM reservations")
+            held = int(row[0]) if row else 0
+            if spent + held + tokens > cap:
+                return False
+            tx.write(
+                "INSERT INTO reservations (identity, tokens, reserved_at) VALUES (?, ?, ?)",
+                (identity, tokens, now),
+            )
+            return True
+
+    def release(self, identity: str) -> None:
+        """The job was charged (its real spend replaces the hold) or set aside."""
+        self._write("DELETE FROM reservations WHERE identity = ?", (identity,))
 
     def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
         """This run is now the project's latest: the one the portfolio report counts."""

@@ -175,11 +175,20 @@ class Processor(BundleLifecycle):
             if stop():
                 return results
             results.append(self._process_claimed(claimed, name=original_name(claimed)))
-        for entry in self.bundles.ready(now=now):
-            if stop():
+        # In waves: the ready bundles the portfolio can fund start, then the next wave is
+        # admitted against what the last one really spent; what no wave can fund waits unclaimed.
+        ready = [e for e in self.bundles.ready(now=now) if e.exists()]
+        while ready and not stop():
+            admitted, deferred = self.admit(ready)
+            if not admitted:
+                results.extend(self.wait_for_budget(entry, why) for entry, why in deferred)
                 break
-            if entry.exists():
-                results.append(self.process_bundle(entry))
+            for entry in admitted:
+                if stop():
+                    break
+                if entry.exists():
+                    results.append(self.process_bundle(entry))
+            ready = [entry for entry, _why in deferred if entry.exists()]
         if self.reruns_due and not self.bundles.pending_count and not stop():
             # After the inbox: a portfolio still filling up would make each rerun stale at once.
             results.extend(self._reruns(stop))

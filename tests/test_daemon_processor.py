@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -457,7 +458,6 @@ def test_a_verdict_resolves_the_candidates_open_disagreement(
 
 
 def _admission(processor: Processor) -> Any:
-    from datetime import UTC, datetime
 
     from portfolio_optimiser.reasoning.environment import admission_for
 
@@ -790,3 +790,42 @@ def test_a_finished_claim_leaves_no_remembered_identity(
     assert [r.state for r in settle(processor, clock)] == ["done"]
     rows = processor.ledger._db.one("SELECT COUNT(*) FROM claims")
     assert tuple(rows) == (0,)
+
+
+def test_a_job_left_without_its_input_does_not_make_the_next_drop_a_duplicate(
+    workspace: Workspace, processor: Processor, clock: Clock
+) -> None:
+    """A kill while a bundle was being set aside can leave its job row behind; the same content
+    dropped again is run, never reported as "already run"."""
+    from portfolio_optimiser.daemon.claim import content_digest
+    from portfolio_optimiser.daemon.job import Job
+
+    entry = drop_bundle(workspace)
+    identity = processor.portfolio.identity(entry, content_digest(entry))
+    orphan = Job(
+        identity,
+        "old",
+        str(workspace.state / "claimed" / "gone"),
+        "x",
+        "2026-12-01T00:00:00Z",
+        rerun=False,
+    )
+    processor.ledger.save_job(
+        identity, orphan.stage.value, orphan.to_json(), now="2026-12-01T00:00:00Z"
+    )
+    [result] = settle(processor, clock)
+    assert result.state == "done", result
+
+
+def test_a_retry_whose_claim_is_gone_is_not_waited_for(
+    workspace: Workspace, processor: Processor
+) -> None:
+    processor.ledger.begin("d" * 64, kind="bundle", name="gone", now="2026-12-01T00:00:00Z")
+    past = datetime.fromtimestamp(processor.clock() - 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    processor.ledger.schedule_retry("d" * 64, now=past, at=past)  # due a minute ago
+    processor.ledger.mark(
+        "d" * 64, "retry", now="2026-12-01T00:00:00Z", output=str(workspace.state / "nowhere")
+    )
+    processor.retry_due_at = None
+    processor.reruns_due = False  # nothing else to do
+    assert processor.seconds_until_next() != 0.0, "an idle daemon would wake every tick for it"

@@ -73,3 +73,12 @@ def test_a_staging_area_on_another_file_system_is_published_again(
     assert move_run_folder(staged, target) == target
     assert not staged.exists()
     assert (target / "verdicts" / "c-1.json").read_text(encoding="utf-8") == "{}"
+
+
+def test_a_step_error_that_cannot_be_rebuilt_from_its_record_becomes_a_sentence() -> None:
+    from portfolio_optimiser.daemon import durable
+    from portfolio_optimiser.pipeline.budget import BudgetExceeded
+
+    assert durable._survives_pickling(OSError(errno.ENOSPC, "No space left on device"))
+    unpicklable = BudgetExceeded("the run spent 9 tokens, over its cap of 5", which="run_tokens")
+    assert not durable._survives_pickling(unpicklable)

@@ -24,6 +24,7 @@ from portfolio_optimiser.reasoning.redaction import safe_text
 from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, content_digest, original_name, release
 from .claim import claim as claim_entry
+from .db import database_unavailable
 from .job import Job, Stage
 from .job_runs import CRASHES_TO_QUARANTINE, TRANSIENT, GivenUp, ItemResult, JobRuns, iso
 from .ledger import next_backoff_s
@@ -95,7 +96,8 @@ class BundleLifecycle(JobRuns):
             times = [
                 datetime.fromisoformat(item.next_attempt_at).timestamp()
                 for item in self.ledger.items("retry")
-                if item.next_attempt_at and item.output
+                # Only claims that are here: another machine's, or one gone, is no one's to wait for.
+                if item.next_attempt_at and item.output and Path(item.output).exists()
             ]
             self.retry_due_at = min(times, default=float("inf"))
         return self.retry_due_at
@@ -143,7 +145,10 @@ class BundleLifecycle(JobRuns):
             self.log.info("job resumed", bundle=name, stage=job.stage.value)
             return self._claimed_job(claimed, job, name)
         known = self.ledger.get(digest)
-        if job is not None or (known is not None and known.state == "done"):
+        # Another claim's job: a duplicate while that claim is still under way or once it ran;
+        # an unsettled job whose input is gone (set aside by a kill mid-way) is no one's.
+        taken = job is not None and (job.done(Stage.SETTLED) or Path(job.claimed).exists())
+        if taken or (known is not None and known.state == "done"):
             # Run before (or under way from another claim): also an older version dropped again,
             # which stays a duplicate (it was run and charged once; reinstating it without a run
             # would mislead every report).
@@ -201,6 +206,8 @@ class BundleLifecycle(JobRuns):
             return self._quarantine(claimed, name, key, str(exc))
         if isinstance(exc, OSError) and exc.errno in TRANSIENT:
             return self._retry_later(claimed, name, key, f"{exc.strerror}")
+        if database_unavailable(exc):
+            return self._retry_later(claimed, name, key, f"the database is unavailable ({exc})")
         return self._internal_error(claimed, name, key, exc)
 
     def _internal_error(
@@ -249,6 +256,11 @@ class BundleLifecycle(JobRuns):
             .replace(str(claimed), name)
             .replace(claimed.name, name)
         )
+        if digest is not None:
+            # Before the input moves: a kill in between leaves a claim that is decided again,
+            # never a job row that would make every later drop of it a "duplicate".
+            self.ledger.release(digest)
+            self.ledger.drop_job(digest)
         unpacked = claimed.with_name(f".{claimed.name}.d")
         if unpacked.exists():
             shutil.rmtree(unpacked, ignore_errors=True)
@@ -264,8 +276,6 @@ class BundleLifecycle(JobRuns):
             ),
         )
         if digest is not None:
-            self.ledger.release(digest)
-            self.ledger.drop_job(digest)  # a later drop of it (or `retry`) starts afresh
             if self.ledger.get(digest) is None:
                 self.ledger.begin(digest, kind="bundle", name=name, now=iso(self.clock()))
             self.ledger.mark(

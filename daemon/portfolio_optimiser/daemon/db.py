@@ -15,10 +15,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol
 
-__all__ = ["Database", "Dialect"]
+__all__ = ["Database", "Dialect", "database_unavailable"]
 
 Dialect = Literal["sqlite", "postgresql"]
 Row = tuple[Any, ...]
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """A database that is busy, full or unreachable for now: worth a retry, not a quarantine."""
+    if isinstance(exc, sqlite3.OperationalError):
+        return True  # locked, busy, disk full, I/O error
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - a dependency
+        return False
+    return isinstance(exc, psycopg.OperationalError)
 
 
 class _Cursor(Protocol):
@@ -91,11 +102,11 @@ class Database:
         cursor.execute("BEGIN IMMEDIATE")  # the write lock now, not halfway through
         try:
             yield cursor
-        except BaseException:
-            cursor.execute("ROLLBACK")
-            raise
-        else:
             cursor.execute("COMMIT")
+        except BaseException:
+            if self._raw.in_transaction:  # a failed COMMIT too: never leave it open
+                cursor.execute("ROLLBACK")
+            raise
         finally:
             cursor.close()
 

@@ -19,7 +19,9 @@ without any, so an idle daemon costs what it cost before (DBOS polls its tables 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import pickle
 import threading
 import time
 from typing import Any, Final, Protocol
@@ -72,8 +74,35 @@ def _current_host() -> JobHost:
         return _host
 
 
+class UnderWayElsewhere(OSError):
+    """Another executor holds the job's workflow: a transient wait, retried with back-off."""
+
+
+class StepFailed(Exception):
+    """A step's exception that would not survive DBOS's pickled record of it, as a sentence."""
+
+
+def _survives_pickling(exc: BaseException) -> bool:
+    try:
+        copy = pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return False
+    return type(copy) is type(exc) and str(copy) == str(exc)
+
+
 @DBOS.step(name="stage")
 def _stage(stage: str, job_json: str) -> str:
+    try:
+        return _stage_body(stage, job_json)
+    except Exception as exc:
+        if _survives_pickling(exc):
+            raise
+        # DBOS keeps a step's error pickled: one whose type cannot be rebuilt from its record
+        # would reach a recovered job's lifecycle as a TypeError instead of its own sentence.
+        raise StepFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _stage_body(stage: str, job_json: str) -> str:
     host = _current_host()
     job = Job.from_json(job_json)
     stored = host.ledger.job(job.identity)
@@ -144,7 +173,17 @@ class Engine:
         # They share the host's ledger: wait for them before anything else touches it. Each
         # one's outcome is taken up when the lifecycle reaches its job.
         host, finished = _current_host(), []
-        for status in DBOS.list_workflows(status=sorted(_RUNNING), name="bundle_job"):
+        # Only what DBOS recovers here: this executor's, at this version (another machine's job
+        # in flight is that machine's to finish; waiting for it would never end).
+        recovered = DBOS.list_workflows(
+            status=sorted(_RUNNING),
+            name="bundle_job",
+            executor_id=self.executor_id,
+            app_version=APPLICATION_VERSION,
+            load_input=False,
+            load_output=False,
+        )
+        for status in recovered:
             stored = host.ledger.job(status.workflow_id.split(".", 1)[0])
             if stored is not None:
                 job = Job.from_json(stored)
@@ -169,22 +208,35 @@ class Engine:
         self.last_used = time.monotonic()
         return finished
 
-    def run(self, job: Job, host: JobHost) -> Job:
+    def run(self, job: Job, host: JobHost) -> tuple[Job, list[Job]]:
         """The job's remaining stages as its workflow: run here, or, when DBOS is already
-        recovering it (cut off by a crash), waited for. Its failure is raised as it was."""
-        self.start(host)
+        recovering it (cut off by a crash), waited for. Its failure is raised as it was. Also
+        the jobs a launch for it finished (cut off by an earlier crash), for the lifecycle."""
+        finished = self.start(host)
         try:
             status = DBOS.get_workflow_status(workflow_id(job))
             while status is not None and status.status == "ERROR":
                 # That attempt failed (the lifecycle retried or the user put it back): a new one.
                 job = dataclasses.replace(job, attempt=job.attempt + 1)
                 status = DBOS.get_workflow_status(workflow_id(job))
+            if (
+                status is not None
+                and status.status in _RUNNING
+                and (
+                    status.executor_id != self.executor_id
+                    or status.app_version != APPLICATION_VERSION
+                )
+            ):
+                raise UnderWayElsewhere(
+                    errno.EBUSY,
+                    f"its job is under way on {status.executor_id or 'another executor'}",
+                )
             if status is not None and (status.status in _RUNNING or status.status == "SUCCESS"):
                 # Recovered by DBOS at launch, or finished: its result, never a second run.
                 done: str = DBOS.retrieve_workflow(workflow_id(job)).get_result()
-                return Job.from_json(done)
+                return Job.from_json(done), finished
             with SetWorkflowID(workflow_id(job)):
-                return Job.from_json(_bundle_job(job.to_json()))
+                return Job.from_json(_bundle_job(job.to_json())), finished
         finally:
             self.last_used = time.monotonic()
 

@@ -21,6 +21,7 @@ from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter,
 from portfolio_optimiser.pipeline.run import ClientFactory
 from portfolio_optimiser.reasoning.store import Store
 
+from .db import database_unavailable
 from .job import Job, JobContext
 from .ledger import Ledger, LedgerError
 from .portfolio import Portfolio
@@ -86,6 +87,7 @@ class JobRuns:
     reasoning_store: Store
     portfolio: Portfolio
     reruns_due: bool
+    history: list[ItemResult]
     _test_fault: str
     """The processor reads PORTFOLIO_OPTIMISER_TEST_FAULT once (see its ``__post_init__``)."""
 
@@ -135,11 +137,11 @@ class JobRuns:
             identity, kind="bundle", name=name, now=iso(self.clock())
         )
         stored = self.ledger.job(identity)
-        job = (
-            Job.from_json(stored)
-            if stored is not None
-            else Job(identity, name, str(folder), str(folder), known.first_seen, rerun=True)
-        )
+        if stored is None:  # checkpointed before it starts, so a cut-off start is recovered
+            job = Job(identity, name, str(folder), str(folder), known.first_seen, rerun=True)
+            self.ledger.save_job(identity, job.stage.value, job.to_json(), now=iso(self.clock()))
+        else:
+            job = Job.from_json(stored)
         self.log.info("rerun: the portfolio moved under an ingested project", project=name)
         return self._rerun_job(job)
 
@@ -156,6 +158,9 @@ class JobRuns:
             self.ledger.finish_run(job.identity)
             why = f"{name}: its rerun stopped the daemon {given_up.crashes} times; not run again"
         except Exception as exc:
+            if database_unavailable(exc):  # left unfinished, as for a transient OSError
+                self.log.warning("rerun put off", project=name, reason=str(exc))
+                return ItemResult(name, "rerun", "retry", str(exc))
             why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
         # The ingested project stays where it is; only this identity is given up.
         self.log.error("rerun failed", project=name, problem=why)
@@ -166,7 +171,10 @@ class JobRuns:
 
     def _advance(self, job: Job) -> ItemResult:
         """The job's remaining stages, as its durable workflow (``durable``)."""
-        return self._processed(self.engine().run(job, self))
+        done, finished_first = self.engine().run(job, self)
+        for earlier in finished_first:  # cut off by a crash; DBOS finished it at the launch
+            self.history.append(self._processed(earlier))
+        return self._processed(done)
 
     def _processed(self, job: Job) -> ItemResult:
         """What follows a settled job in this process: the portfolio it changed, and the log."""

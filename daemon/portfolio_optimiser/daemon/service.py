@@ -33,7 +33,7 @@ from .ledger import Ledger
 from .lock import WorkspaceLock
 from .notify import Notifier
 from .processor import ItemResult, Processor
-from .stores import open_ledger
+from .stores import open_ledger, stores_for
 from .watcher import NETWORK_FILESYSTEMS, Hint, InboxWatcher, filesystem_type
 from .workspace import Workspace
 
@@ -387,6 +387,13 @@ class Service:
             admission_for(config, now=datetime.now(UTC))
         except ConfigError as exc:
             self.log.error("config reload refused; keeping the running config", problem=str(exc))
+            return processor
+        if stores_for(config) != stores_for(self.config):
+            # The ledger's connection and DBOS's database must move together: a restart does.
+            self.log.error(
+                "config reload refused; keeping the running config",
+                problem="[scale] changed: restart the daemon to move its databases",
+            )
             return processor
         self.config = config
         self.log.info("config reloaded", config=config.source)

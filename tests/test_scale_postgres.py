@@ -76,3 +76,15 @@ def test_a_run_killed_mid_job_is_finished_from_postgresql(tmp_path: Path, postgr
         assert [item.state for item in ledger.items()] == ["done"]
         assert ledger.jobs(unfinished=True) == []
     assert list((ws / ".state" / "claimed").iterdir()) == []
+
+
+def test_a_second_daemon_on_the_same_shared_database_is_refused(postgres: Any) -> None:
+    from portfolio_optimiser.daemon.ledger import LedgerError
+
+    url = postgres.new_database()
+    with Ledger.connect(url) as first, Ledger.connect(url) as second:
+        first.hold_as_the_only_daemon()
+        with pytest.raises(LedgerError, match="another daemon"):
+            second.hold_as_the_only_daemon()
+    with Ledger.connect(url) as after:
+        after.hold_as_the_only_daemon()  # the first one's ended with its connection

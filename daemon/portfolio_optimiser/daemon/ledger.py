@@ -121,6 +121,8 @@ _DIALECT: Final = {
         "seq_column": "\n    seq BIGINT GENERATED ALWAYS AS IDENTITY,",
     },
 }
+_PG_DAEMON_LOCK: Final = 7_153_110_003
+"""Held by the one daemon that works on a shared database."""
 _PG_SCHEMA_LOCK: Final = 7_153_110_001
 """An advisory lock key: two machines starting at once create the tables once."""
 
@@ -183,6 +185,19 @@ class Ledger(LedgerRecords):
         """The file, or for PostgreSQL the server and database (never a password)."""
         self._db = database
         self._url = url
+
+    def hold_as_the_only_daemon(self) -> None:
+        """On a shared database, one daemon at a time (until workers share a queue): held on
+        this connection, so it ends with the process, however it ends. A file's is the
+        workspace lock's."""
+        if self._url is None:
+            return
+        row = self._db.one("SELECT pg_try_advisory_lock(?)", (_PG_DAEMON_LOCK,))
+        if not (row and row[0]):
+            raise LedgerError(
+                f"another daemon already works on the shared ledger in {self.path}; run one "
+                "daemon per database for now, or point [scale] database_url at another"
+            )
 
     def reopen(self) -> Ledger:
         """Another connection to the same ledger (for another thread)."""

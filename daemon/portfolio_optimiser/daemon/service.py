@@ -93,6 +93,7 @@ def run_once(
     with WorkspaceLock(workspace.state):
         ledger = open_ledger(workspace, config, environ)
         try:
+            ledger.hold_as_the_only_daemon()
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
             processor.history.extend(processor.recover())
             processor.scan()
@@ -222,6 +223,7 @@ class Service:
         with WorkspaceLock(ws.state):
             ledger = open_ledger(ws, self.config)
             try:
+                ledger.hold_as_the_only_daemon()
                 return self._serve(ledger)
             finally:
                 if not self._unfinished:  # a worker still writing keeps its connection to the end

@@ -799,3 +799,24 @@ def test_the_tokens_a_killed_run_spent_are_charged_once_after_the_restart(
     [run] = spend_runs(ws, PROJECT)
     billed = len(calls) * (PROMPT_TOKENS + COMPLETION_TOKENS)
     assert run["tokens"] == billed, "every token the server billed, the killed run's included, once"
+
+
+def test_status_shows_a_job_a_crash_left_in_flight_and_the_stage_it_passed(
+    tmp_path: Path,
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
+    processes = Processes(tmp_path / "proc")
+    try:
+        dying = processes.start("once", ws, env={"PORTFOLIO_OPTIMISER_TEST_FAULT": "after-spend"})
+        assert dying.wait(60) == 137, dying.stderr()[-2000:]
+    finally:
+        processes.close()
+    shown = run_cli("status", ws, "--json", timeout_s=60)
+    assert shown.returncode == 0, shown.stderr
+    daemon = json.loads(shown.stdout)["daemon"]
+    [job] = daemon["jobs_in_flight"]
+    assert job["bundle"] == PROJECT and job["stage"] == "published"
+    assert daemon["database"] == "SQLite in the state directory" and daemon["executor"] == "local"
+    said = run_cli("status", ws, timeout_s=60).stdout
+    assert "jobs: 1 in flight" in said and f"{PROJECT}: past published" in said

@@ -160,7 +160,8 @@ def _running_holder(lock: Path) -> Any:
 
 def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     """What the daemon last said (status.json), its ledger's counts and who holds the lock."""
-    from portfolio_optimiser.daemon.stores import existing_ledger
+    from portfolio_optimiser.daemon.job import Job
+    from portfolio_optimiser.daemon.stores import existing_ledger, stores_for
 
     ws = Workspace.at(workspace)
     last: dict[str, Any] = {}
@@ -171,10 +172,21 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
             last = {}
     holder = _running_holder(ws.state / "daemon.lock")
     counts: dict[str, int] = {}
+    in_flight: list[dict[str, str]] = []
+    held = 0
     ledger = existing_ledger(ws, config)
+    where = "SQLite in the state directory"
     if ledger is not None:
         with ledger:
             counts = ledger.counts()
+            held = ledger.reserved_tokens()
+            in_flight = [
+                {"bundle": job.name, "stage": job.stage.value, "run": job.run_id}
+                for job in map(Job.from_json, ledger.jobs(unfinished=True))
+            ]
+            if stores_for(config).shared:
+                where = f"PostgreSQL {ledger.path}"
+    stores = stores_for(config)
     runs = sorted((ws.outbox / "runs").glob("*/*")) if (ws.outbox / "runs").is_dir() else []
     return {
         "state": (f"running (pid {holder.pid})" if holder.pid else "running")
@@ -184,6 +196,10 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         "waiting": dict(last.get("waiting") or {}),
         "pending": last.get("pending", 0),
         "runs": len([r for r in runs if r.is_dir() and not r.name.startswith(".")]),
+        "jobs_in_flight": in_flight,
+        "held_tokens": held,
+        "database": where,
+        "executor": stores.executor_id,
     }
 
 
@@ -254,6 +270,13 @@ def status(args: argparse.Namespace) -> int:
         f"{daemon['ledger'].get('failed', 0)}, retrying {daemon['ledger'].get('retry', 0)}; "
         f"{daemon['runs']} run folder(s) in outbox/runs/"
     )
+    say(
+        f"jobs: {len(daemon['jobs_in_flight'])} in flight (ledger and workflows: "
+        f"{daemon['database']}; executor {daemon['executor']}); "
+        f"{daemon['held_tokens']} tokens held for them"
+    )
+    for job in daemon["jobs_in_flight"]:
+        say(f"  {job['bundle']}: past {job['stage']} (run {job['run']})")
     if report.is_file():
         say(f"portfolio: {report} (every project's latest run, its verdicts and what awaits one)")
     for name, reason in daemon["waiting"].items():

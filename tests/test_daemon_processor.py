@@ -829,3 +829,42 @@ def test_a_retry_whose_claim_is_gone_is_not_waited_for(
     processor.retry_due_at = None
     processor.reruns_due = False  # nothing else to do
     assert processor.seconds_until_next() != 0.0, "an idle daemon would wake every tick for it"
+
+
+@pytest.mark.loadbearing
+def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
+    workspace: Workspace, processor: Processor, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its run stands: `retry` takes the job up where it stopped, never running or charging it
+    twice, and never meeting its own published bytes as someone else's."""
+    from portfolio_optimiser.daemon import job
+    from portfolio_optimiser.daemon.retry import retry_quarantined
+
+    runs: list[str] = []
+    real_run = job.run_pipeline
+
+    def counted(inputs: Any, bundle: Path, run_id: str) -> Any:
+        runs.append(run_id)
+        return real_run(inputs, bundle, run_id)
+
+    monkeypatch.setattr(job, "run_pipeline", counted)
+    real_charged = job.STAGES[job.Stage.CHARGED]
+
+    def broken(j: Any, ctx: Any) -> Any:
+        raise KeyError("a bug in the charge")
+
+    monkeypatch.setitem(job.STAGES, job.Stage.CHARGED, broken)
+    drop_bundle(workspace)
+    [first] = settle(processor, clock)
+    assert first.state == "failed", first
+    monkeypatch.setitem(job.STAGES, job.Stage.CHARGED, real_charged)
+
+    retry_quarantined(
+        workspace, processor.ledger, "lillevik-school", now_iso="2026-12-02T00:00:00Z"
+    )
+    [second] = settle(processor, clock)
+    assert second.state == "done", second
+    assert len(runs) == 1, "the pipeline ran once"
+    runs_folder = workspace.outbox / "runs" / "lillevik-school"
+    assert len([p for p in runs_folder.iterdir() if not p.name.startswith(".")]) == 1
+    assert len(read_spend(workspace.spend_file).runs) == 1

@@ -13,6 +13,7 @@ projects the portfolio moved under are run again in place. The processor decides
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from datetime import datetime
 from pathlib import Path
@@ -169,6 +170,13 @@ class BundleLifecycle(JobRuns):
             return self._quarantine(
                 claimed, name, digest, known.error or "it failed before with the same content"
             )
+        if job is not None and job.done(Stage.RAN):
+            # Its run stands (set aside after it, then put back by `retry`): this claim takes the
+            # job over and goes on from its stage, never running or charging it twice.
+            job = dataclasses.replace(job, claimed=str(claimed), bundle=str(bundle))
+            self.ledger.save_job(digest, job.stage.value, job.to_json(), now=iso(now))
+            self.log.info("job resumed", bundle=name, stage=job.stage.value)
+            return self._claimed_job(claimed, job, name)
         refusal = self._hold_budget(digest)
         if refusal is not None:  # another machine took what was left since the bundle was admitted
             shutil.rmtree(claimed.with_name(f".{claimed.name}.d"), ignore_errors=True)
@@ -257,10 +265,12 @@ class BundleLifecycle(JobRuns):
             .replace(claimed.name, name)
         )
         if digest is not None:
-            # Before the input moves: a kill in between leaves a claim that is decided again,
-            # never a job row that would make every later drop of it a "duplicate".
+            # Before the input moves: a kill in between leaves a claim that is decided again.
+            # A job that ran keeps its row (its outputs stand), for `retry` to go on from.
             self.ledger.release(digest)
-            self.ledger.drop_job(digest)
+            stored = self.ledger.job(digest)
+            if stored is None or not Job.from_json(stored).done(Stage.RAN):
+                self.ledger.drop_job(digest)
         unpacked = claimed.with_name(f".{claimed.name}.d")
         if unpacked.exists():
             shutil.rmtree(unpacked, ignore_errors=True)

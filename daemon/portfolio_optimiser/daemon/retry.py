@@ -28,10 +28,14 @@ def retry_quarantined(workspace: Workspace, ledger: Ledger, name: str, *, now_is
         raise FileNotFoundError(
             f"nothing named {name!r} is quarantined in outbox/failed/ (there: {', '.join(known) or 'nothing'})"
         )
-    digest = content_digest(source)
-    if ledger.get(digest) is not None:
-        ledger.mark(digest, "retry", now=now_iso, error=None)
-    ledger.finish_run(digest)  # a bundle put back by hand gets a fresh count of crashes
+    # The ledger knows it by where it was set aside: by its run identity when it failed in its
+    # run, by its content when it failed before it had one.
+    keys = {item.digest for item in ledger.items("failed") if item.output == str(source)}
+    keys.add(content_digest(source))
+    for digest in sorted(keys):
+        if ledger.get(digest) is not None:
+            ledger.mark(digest, "retry", now=now_iso, error=None)
+        ledger.finish_run(digest)  # a bundle put back by hand gets a fresh count of crashes
     destination = release(source, workspace.inbox_projects / name)
     with contextlib.suppress(FileNotFoundError):
         (workspace.failed / f"{name}.error.txt").unlink()

@@ -832,8 +832,14 @@ def test_a_retry_whose_claim_is_gone_is_not_waited_for(
 
 
 @pytest.mark.loadbearing
+@pytest.mark.parametrize(("moved", "outputs_gone"), [(False, False), (True, False), (False, True)])
 def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
-    workspace: Workspace, processor: Processor, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    workspace: Workspace,
+    processor: Processor,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+    moved: bool,
+    outputs_gone: bool,
 ) -> None:
     """Its run stands: `retry` takes the job up where it stopped, never running or charging it
     twice, and never meeting its own published bytes as someone else's."""
@@ -857,13 +863,27 @@ def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
     drop_bundle(workspace)
     [first] = settle(processor, clock)
     assert first.state == "failed", first
+    assert processor.ledger.reserved_tokens() == processor.config.budget.run_tokens, (
+        "what it was billed is held until it is charged"
+    )
     monkeypatch.setitem(job.STAGES, job.Stage.CHARGED, real_charged)
+    if moved:  # the portfolio moved meanwhile: a fresh look gives the input another identity
+        real_identity = processor.portfolio.identity
+        monkeypatch.setattr(
+            processor.portfolio, "identity", lambda b, c: "f" * 64 if c else real_identity(b, c)
+        )
+    if outputs_gone:
+        shutil.rmtree(workspace.outbox / "runs")
 
     retry_quarantined(
         workspace, processor.ledger, "lillevik-school", now_iso="2026-12-02T00:00:00Z"
     )
     [second] = settle(processor, clock)
     assert second.state == "done", second
+    assert processor.ledger.reserved_tokens() == 0
+    if outputs_gone:  # nothing of the first run stands: it runs afresh, once more
+        assert len(runs) == 2
+        return
     assert len(runs) == 1, "the pipeline ran once"
     runs_folder = workspace.outbox / "runs" / "lillevik-school"
     assert len([p for p in runs_folder.iterdir() if not p.name.startswith(".")]) == 1

@@ -134,7 +134,11 @@ class BundleLifecycle(JobRuns):
             # The run's identity (its content and the portfolio inputs that shape its candidates)
             # is fixed when it is claimed: recovery and retries reuse it, so a portfolio that
             # moved in between cannot turn one claim into two runs.
-            digest = remembered or self.portfolio.identity(bundle, content)
+            digest = (
+                remembered
+                or self._kept_identity(content)
+                or self.portfolio.identity(bundle, content)
+            )
             if remembered is None:
                 self.ledger.remember_claim(claimed.name, digest)
         except Exception as exc:
@@ -170,6 +174,11 @@ class BundleLifecycle(JobRuns):
             return self._quarantine(
                 claimed, name, digest, known.error or "it failed before with the same content"
             )
+        if job is not None and job.done(Stage.RAN) and not self._outputs_stand(job):
+            self.log.warning("a set-aside job's outputs are gone; it runs afresh", bundle=name)
+            self.ledger.drop_job(digest)
+            self.ledger.release(digest)
+            job = None
         if job is not None and job.done(Stage.RAN):
             # Its run stands (set aside after it, then put back by `retry`): this claim takes the
             # job over and goes on from its stage, never running or charging it twice.
@@ -186,9 +195,30 @@ class BundleLifecycle(JobRuns):
             return ItemResult(name, "bundle", "waiting", refusal)
         if known is None:
             known = self.ledger.begin(digest, kind="bundle", name=name, now=iso(now))
-        job = Job(digest, name, str(claimed), str(bundle), known.first_seen, rerun=False)
+        job = Job(
+            digest, name, str(claimed), str(bundle), known.first_seen, rerun=False, content=content
+        )
         self.ledger.save_job(digest, job.stage.value, job.to_json(), now=iso(now))
         return self._claimed_job(claimed, job, name)
+
+    def _kept_identity(self, content: str) -> str | None:
+        """The identity of a job set aside after its run whose input had this content."""
+        for stored in self.ledger.jobs(unfinished=True):
+            job = Job.from_json(stored)
+            if (
+                job.content == content
+                and not job.rerun
+                and job.done(Stage.RAN)
+                and not Path(job.claimed).exists()
+            ):
+                return job.identity
+        return None
+
+    def _outputs_stand(self, job: Job) -> bool:
+        context = self.job_context(job)
+        if job.done(Stage.PUBLISHED):
+            return (context.run_folder(job) / "proposals.json").is_file()
+        return (context.staging(job) / job.run_id / "proposals.json").is_file()
 
     def _claimed_job(self, claimed: Path, job: Job, name: str) -> ItemResult:
         try:
@@ -266,11 +296,12 @@ class BundleLifecycle(JobRuns):
         )
         if digest is not None:
             # Before the input moves: a kill in between leaves a claim that is decided again.
-            # A job that ran keeps its row (its outputs stand), for `retry` to go on from.
-            self.ledger.release(digest)
+            # A job that ran keeps its row (its outputs stand) and its hold on the budget (what
+            # it was billed is not charged yet), for `retry` to go on from.
             stored = self.ledger.job(digest)
             if stored is None or not Job.from_json(stored).done(Stage.RAN):
                 self.ledger.drop_job(digest)
+                self.ledger.release(digest)
         unpacked = claimed.with_name(f".{claimed.name}.d")
         if unpacked.exists():
             shutil.rmtree(unpacked, ignore_errors=True)

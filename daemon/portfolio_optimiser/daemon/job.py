@@ -127,6 +127,9 @@ class Job:
     summary: RunSummary | None = None
     attempt: int = 0
     """How many of its workflows failed before this one (``durable.workflow_id``)."""
+    content: str = ""
+    """The claimed input's content hash: a job set aside after its run is found by it when the
+    input comes back, whatever the portfolio has done to its identity meanwhile."""
 
     @property
     def run_id(self) -> str:

@@ -888,3 +888,30 @@ def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
     runs_folder = workspace.outbox / "runs" / "lillevik-school"
     assert len([p for p in runs_folder.iterdir() if not p.name.startswith(".")]) == 1
     assert len(read_spend(workspace.spend_file).runs) == 1
+
+
+def test_a_hold_whose_job_never_began_is_given_back_at_the_next_start(
+    workspace: Workspace, processor: Processor
+) -> None:
+    """A kill between taking a run's hold and recording its job leaves a hold no one owns."""
+    processor.ledger.reserve("e" * 64, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z")
+    processor.recover()
+    assert processor.ledger.reserved_tokens() == 0
+
+
+def test_a_rerun_put_off_is_given_up_with_its_hold_once_the_portfolio_moves_past_it(
+    workspace: Workspace, processor: Processor
+) -> None:
+    from portfolio_optimiser.daemon.job import Job
+
+    folder = workspace.bundles_projects / "lillevik-school"
+    put_off = Job(
+        "a" * 64, folder.name, str(folder), str(folder), "2026-12-02T00:00:00Z", rerun=True
+    )
+    processor.ledger.save_job(
+        put_off.identity, "claimed", put_off.to_json(), now="2026-12-02T00:00:00Z"
+    )
+    processor.ledger.reserve(put_off.identity, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z")
+    processor._supersede_reruns(folder, "b" * 64)
+    assert processor.ledger.job(put_off.identity) is None
+    assert processor.ledger.reserved_tokens() == 0

@@ -69,6 +69,12 @@ class BundleLifecycle(JobRuns):
         for project in sorted(runs.iterdir()) if runs.is_dir() else []:
             if project.is_dir():
                 sweep_stale(project, older_than_s=3600, now=self.clock())
+        # The daemon is alone at start (one per workspace, one per shared database): a hold whose
+        # job has ended or never began (a kill between the two) is given back.
+        for identity in self.ledger.holders():
+            stored = self.ledger.job(identity)
+            if stored is None or Job.from_json(stored).done(Stage.SETTLED):
+                self.ledger.release(identity)
         results = []
         if self.ledger.jobs(unfinished=True):
             results = [self._processed(job) for job in self.engine().start(self)]

@@ -22,7 +22,7 @@ from portfolio_optimiser.pipeline.run import ClientFactory
 from portfolio_optimiser.reasoning.store import Store
 
 from .db import database_unavailable
-from .job import Job, JobContext
+from .job import Job, JobContext, Stage
 from .ledger import Ledger, LedgerError
 from .portfolio import Portfolio
 from .runner import RunInputs
@@ -123,6 +123,7 @@ class JobRuns:
             if stop():
                 self.reruns_due = True
                 break
+            self._supersede_reruns(folder, identity)
             refusal = self._hold_budget(identity)
             if refusal is not None:
                 self.waiting[f"{folder.name} (rerun)"] = refusal
@@ -130,6 +131,17 @@ class JobRuns:
                 break
             results.append(self._rerun(folder, identity))
         return results
+
+    def _supersede_reruns(self, folder: Path, identity: str) -> None:
+        """A rerun of this project that never ran, for an identity the portfolio has moved past,
+        is given up: its hold on the budget goes with it (one that ran keeps both: its run
+        stands, and is finished from its stage)."""
+        for stored in self.ledger.jobs(unfinished=True):
+            job = Job.from_json(stored)
+            stale = job.rerun and job.bundle == str(folder) and job.identity != identity
+            if stale and not job.done(Stage.RAN):
+                self.ledger.drop_job(job.identity)
+                self.ledger.release(job.identity)
 
     def _rerun(self, folder: Path, identity: str) -> ItemResult:
         name = folder.name

@@ -189,6 +189,10 @@ class LedgerRecords:
             )
             return True
 
+    def holders(self) -> list[str]:
+        """The jobs that hold part of the budget now."""
+        return [str(row[0]) for row in self._db.all("SELECT identity FROM reservations")]
+
     def release(self, identity: str) -> None:
         """The job was charged (its real spend replaces the hold) or set aside."""
         self._write("DELETE FROM reservations WHERE identity = ?", (identity,))

@@ -11,9 +11,10 @@ own bytes (``job``). Each step also starts from the ledger's checkpoint of the j
 re-run after the checkpoint (a crash between the ledger's commit and DBOS's) returns what it
 stored instead of doing its work twice.
 
-On one machine the system database is SQLite in the state directory and DBOS runs only while
-there is work: launched for a job (or for the recovery of one), stopped after ``IDLE_STOP_S``
-without any, so an idle daemon costs what it cost before (DBOS polls its tables while launched).
+The system database is SQLite in the state directory on one machine, else the shared
+PostgreSQL (``stores``). DBOS runs only while there is work: launched for a job (or for the
+recovery of one), stopped at the daemon's first idle tick (``IDLE_STOP_S``), so an idle daemon
+costs what it cost before (DBOS polls its tables while launched).
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ __all__ = [
 ]
 
 IDLE_STOP_S: Final = 0.0
-"""Seconds without a job after which the daemon stops DBOS: launched, its threads poll SQLite
-(2–4 % of a core here), while stopping takes 0.05 s and launching again 0.03 s — far less than
-any run — so a pause between two bundles is enough to let it go."""
+"""Seconds without a job after which the daemon's idle tick stops DBOS. Launched, its threads
+poll SQLite (2–4 % of a core here); stopping takes about 0.1 s and launching again about
+0.02 s, far less than any run, so the first idle tick lets it go."""
 APPLICATION_VERSION: Final = "bundle-job-1"
 """Pinned, not DBOS's hash of the code: a job cut off by an upgrade is still recovered. Bumped
 only when the workflow's steps change in a way an old checkpoint cannot be replayed through."""

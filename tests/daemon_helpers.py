@@ -400,3 +400,25 @@ def config_with_local_server(path: Path, base_url: str) -> Path:
     assert count == 1, "the default's local advisor changed shape"
     path.write_text(text[:start] + block + text[end:], encoding="utf-8")
     return path
+
+
+def project_in_inbox(tmp_path: Path, project: str) -> tuple[Path, Processes]:
+    """A workspace with the example ``project`` in its inbox, and a place to start the CLI from."""
+    ws = make_workspace(tmp_path / "ws")
+    copy_example(project, ws / "inbox" / "projects" / project)
+    return ws, Processes(tmp_path / "proc")
+
+
+def die_at(
+    processes: Processes,
+    ws: Path,
+    fault: str,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+) -> None:
+    """``once`` killed by the test fault hook at ``fault``; fails unless the hook fired."""
+    dying = processes.start(
+        "once", ws, *args, env={**(env or {}), "PORTFOLIO_OPTIMISER_TEST_FAULT": fault}
+    )
+    assert dying.wait(timeout_s) == 137, dying.stderr()[-2000:]

@@ -37,11 +37,13 @@ from .daemon_helpers import (
     age_tree,
     assignments,
     copy_example,
+    die_at,
     ledger_items,
     leftovers,
     make_workspace,
     move_bundle_in,
     processes_in,
+    project_in_inbox,
     published_runs,
     run_cli,
     run_folders,
@@ -358,15 +360,10 @@ RESUMED_FROM: dict[str, list[str]] = {
 def test_a_bundle_that_crashed_the_process_twice_is_quarantined_at_the_next_start(
     tmp_path: Path,
 ) -> None:
-    ws = make_workspace(tmp_path / "ws")
-    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
-    processes = Processes(tmp_path / "proc")
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
     try:
         for _ in range(2):
-            dying = processes.start(
-                "once", ws, env={"PORTFOLIO_OPTIMISER_TEST_FAULT": "during-run"}
-            )
-            assert dying.wait(60) == 137, dying.stderr()[-2000:]
+            die_at(processes, ws, "during-run")
         third = processes.start("once", ws).completed(60)
     finally:
         processes.close()
@@ -774,21 +771,12 @@ def test_the_tokens_a_killed_run_spent_are_charged_once_after_the_restart(
     from .daemon_helpers import config_with_local_server
     from .fakes.llm_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeLLMServer
 
-    ws = make_workspace(tmp_path / "ws")
-    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
-    processes = Processes(tmp_path / "proc")
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
     env = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"}  # the local advisor may be asked
     with FakeLLMServer(content="The figures hold.\nVERDICT: APPROVE") as server:
         config = str(config_with_local_server(tmp_path / "config.toml", server.base_url))
         try:
-            dying = processes.start(
-                "once",
-                ws,
-                "--config",
-                config,
-                env={**env, "PORTFOLIO_OPTIMISER_TEST_FAULT": "after-charge"},
-            )
-            assert dying.wait(120) == 137, dying.stderr()[-2000:]
+            die_at(processes, ws, "after-charge", "--config", config, env=env, timeout_s=120)
             killed_calls = len([r for r in server.requests if r.path.endswith("/chat/completions")])
             again = processes.start("once", ws, "--config", config, env=env).completed(120)
         finally:
@@ -804,12 +792,9 @@ def test_the_tokens_a_killed_run_spent_are_charged_once_after_the_restart(
 def test_status_shows_a_job_a_crash_left_in_flight_and_the_stage_it_passed(
     tmp_path: Path,
 ) -> None:
-    ws = make_workspace(tmp_path / "ws")
-    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
-    processes = Processes(tmp_path / "proc")
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
     try:
-        dying = processes.start("once", ws, env={"PORTFOLIO_OPTIMISER_TEST_FAULT": "after-spend"})
-        assert dying.wait(60) == 137, dying.stderr()[-2000:]
+        die_at(processes, ws, "after-spend")
     finally:
         processes.close()
     shown = run_cli("status", ws, "--json", timeout_s=60)

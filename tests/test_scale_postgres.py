@@ -12,9 +12,9 @@ import pytest
 from portfolio_optimiser.daemon.ledger import Ledger
 
 from .daemon_helpers import (
-    Processes,
     copy_example,
-    make_workspace,
+    die_at,
+    project_in_inbox,
     published_runs,
     spend_runs,
 )
@@ -28,9 +28,7 @@ def test_once_keeps_the_ledger_and_the_job_in_postgresql(tmp_path: Path, postgre
     import psycopg
 
     url = postgres.new_database()
-    ws = make_workspace(tmp_path / "ws")
-    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
-    processes = Processes(tmp_path / "proc")
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
     try:
         env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": url}
         first = processes.start("once", ws, env=env).completed(120)
@@ -56,15 +54,10 @@ def test_once_keeps_the_ledger_and_the_job_in_postgresql(tmp_path: Path, postgre
 
 def test_a_run_killed_mid_job_is_finished_from_postgresql(tmp_path: Path, postgres: Any) -> None:
     url = postgres.new_database()
-    ws = make_workspace(tmp_path / "ws")
-    copy_example(PROJECT, ws / "inbox" / "projects" / PROJECT)
-    processes = Processes(tmp_path / "proc")
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
     env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": url}
     try:
-        dying = processes.start(
-            "once", ws, env={**env, "PORTFOLIO_OPTIMISER_TEST_FAULT": "after-outputs"}
-        )
-        assert dying.wait(120) == 137, dying.stderr()[-2000:]
+        die_at(processes, ws, "after-outputs", env=env, timeout_s=120)
         again = processes.start("once", ws, env=env).completed(120)
     finally:
         processes.close()

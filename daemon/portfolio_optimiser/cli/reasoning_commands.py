@@ -180,10 +180,12 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         with ledger:
             counts = ledger.counts()
             held = ledger.reserved_tokens()
-            in_flight = [
-                {"bundle": job.name, "stage": job.stage.value, "run": job.run_id}
-                for job in map(Job.from_json, ledger.jobs(unfinished=True))
-            ]
+            for job in map(Job.from_json, ledger.jobs(unfinished=True)):
+                item = ledger.get(job.identity)
+                # One quarantined after its run waits in outbox/failed/ for `retry`, not in flight.
+                if item is not None and item.state == "failed":
+                    continue
+                in_flight.append({"bundle": job.name, "stage": job.stage.value, "run": job.run_id})
             if stores_for(config).shared:
                 where = f"PostgreSQL {ledger.path}"
     stores = stores_for(config)

@@ -25,9 +25,8 @@ from portfolio_optimiser.reasoning.redaction import safe_text
 from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, content_digest, original_name, release
 from .claim import claim as claim_entry
-from .db import database_unavailable
 from .job import Job, Stage
-from .job_runs import CRASHES_TO_QUARANTINE, TRANSIENT, GivenUp, ItemResult, JobRuns, iso
+from .job_runs import CRASHES_TO_QUARANTINE, GivenUp, ItemResult, JobRuns, iso, transient
 from .ledger import next_backoff_s
 from .stability import StabilityTracker, snapshot
 
@@ -248,10 +247,9 @@ class BundleLifecycle(JobRuns):
         this bundle and never the daemon."""
         if isinstance(exc, BundleError | ArchiveError | ClaimError):
             return self._quarantine(claimed, name, key, str(exc))
-        if isinstance(exc, OSError) and exc.errno in TRANSIENT:
-            return self._retry_later(claimed, name, key, f"{exc.strerror}")
-        if database_unavailable(exc):
-            return self._retry_later(claimed, name, key, f"the database is unavailable ({exc})")
+        reason = transient(exc)
+        if reason is not None:
+            return self._retry_later(claimed, name, key, reason)
         return self._internal_error(claimed, name, key, exc)
 
     def _internal_error(

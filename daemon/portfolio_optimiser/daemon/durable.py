@@ -13,8 +13,9 @@ stored instead of doing its work twice.
 
 The system database is SQLite in the state directory on one machine, else the shared
 PostgreSQL (``stores``). DBOS runs only while there is work: launched for a job (or for the
-recovery of one), stopped at the daemon's first idle tick (``IDLE_STOP_S``), so an idle daemon
-costs what it cost before (DBOS polls its tables while launched).
+recovery of one), stopped at the daemon's first idle tick. Launched, its threads poll its tables
+(2–4 % of a core here on SQLite); stopping takes about 0.1 s and launching again about 0.02 s,
+far less than any run, so an idle daemon costs what it cost before.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import errno
 import logging
 import pickle
 import threading
-import time
 from typing import Any, Final, Protocol
 
 from dbos import DBOS, SetWorkflowID
@@ -33,18 +33,12 @@ from .job import STAGES, Job, JobContext, Stage
 from .ledger import Ledger
 
 __all__ = [
-    "IDLE_STOP_S",
     "Engine",
     "JobHost",
     "engine_for",
     "stop_engine",
-    "stop_engine_if_idle",
 ]
 
-IDLE_STOP_S: Final = 0.0
-"""Seconds without a job after which the daemon's idle tick stops DBOS. Launched, its threads
-poll SQLite (2–4 % of a core here); stopping takes about 0.1 s and launching again about
-0.02 s, far less than any run, so the first idle tick lets it go."""
 APPLICATION_VERSION: Final = "bundle-job-1"
 """Pinned, not DBOS's hash of the code: a job cut off by an upgrade is still recovered. Bumped
 only when the workflow's steps change in a way an old checkpoint cannot be replayed through."""
@@ -148,7 +142,6 @@ class Engine:
         self.executor_id = executor_id
         self.log = log
         self.launched = False
-        self.last_used = 0.0
 
     def _launch(self) -> list[Job]:
         if self.launched:
@@ -205,45 +198,35 @@ class Engine:
         global _host
         with _host_lock:
             _host = host
-        finished = self._launch()
-        self.last_used = time.monotonic()
-        return finished
+        return self._launch()
 
     def run(self, job: Job, host: JobHost) -> tuple[Job, list[Job]]:
         """The job's remaining stages as its workflow: run here, or, when DBOS is already
         recovering it (cut off by a crash), waited for. Its failure is raised as it was. Also
         the jobs a launch for it finished (cut off by an earlier crash), for the lifecycle."""
         finished = self.start(host)
-        try:
+        status = DBOS.get_workflow_status(workflow_id(job))
+        while status is not None and status.status == "ERROR":
+            # That attempt failed (the lifecycle retried or the user put it back): a new one.
+            job = dataclasses.replace(job, attempt=job.attempt + 1)
             status = DBOS.get_workflow_status(workflow_id(job))
-            while status is not None and status.status == "ERROR":
-                # That attempt failed (the lifecycle retried or the user put it back): a new one.
-                job = dataclasses.replace(job, attempt=job.attempt + 1)
-                status = DBOS.get_workflow_status(workflow_id(job))
-            if (
-                status is not None
-                and status.status in _RUNNING
-                and (
-                    status.executor_id != self.executor_id
-                    or status.app_version != APPLICATION_VERSION
-                )
-            ):
-                raise UnderWayElsewhere(
-                    errno.EBUSY,
-                    f"its job is under way on {status.executor_id or 'another executor'}",
-                )
-            if status is not None and (status.status in _RUNNING or status.status == "SUCCESS"):
-                # Recovered by DBOS at launch, or finished: its result, never a second run.
-                done: str = DBOS.retrieve_workflow(workflow_id(job)).get_result()
-                return Job.from_json(done), finished
-            with SetWorkflowID(workflow_id(job)):
-                return Job.from_json(_bundle_job(job.to_json())), finished
-        finally:
-            self.last_used = time.monotonic()
-
-    def stop_if_idle(self, *, idle_s: float = IDLE_STOP_S) -> None:
-        if self.launched and time.monotonic() - self.last_used >= idle_s:
-            self.stop()
+        if (
+            status is not None
+            and status.status in _RUNNING
+            and (
+                status.executor_id != self.executor_id or status.app_version != APPLICATION_VERSION
+            )
+        ):
+            raise UnderWayElsewhere(
+                errno.EBUSY,
+                f"its job is under way on {status.executor_id or 'another executor'}",
+            )
+        if status is not None and (status.status in _RUNNING or status.status == "SUCCESS"):
+            # Recovered by DBOS at launch, or finished: its result, never a second run.
+            done: str = DBOS.retrieve_workflow(workflow_id(job)).get_result()
+            return Job.from_json(done), finished
+        with SetWorkflowID(workflow_id(job)):
+            return Job.from_json(_bundle_job(job.to_json())), finished
 
     def stop(self) -> None:
         if self.launched:
@@ -264,12 +247,6 @@ def engine_for(url: str, *, executor_id: str, log: Any) -> Engine:
     if _engine is None:
         _engine = Engine(database_url=url, executor_id=executor_id, log=log)
     return _engine
-
-
-def stop_engine_if_idle() -> None:
-    """The daemon's idle tick: DBOS goes when no job has used it for ``IDLE_STOP_S``."""
-    if _engine is not None:
-        _engine.stop_if_idle()
 
 
 def stop_engine() -> None:

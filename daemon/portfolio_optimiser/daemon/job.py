@@ -8,7 +8,8 @@ but before its checkpoint runs again and finds its own bytes:
 - **ran**: the pipeline's outputs are written whole into the job's staging folder (state
   directory); a staging folder already there is the run's result, read back, never run again;
 - **published**: the staging folder is moved into ``outbox/runs/<project>/<run-id>/``;
-- **charged**: the run's tokens go into ``outbox/spend.json`` once, keyed on the run;
+- **charged**: every token the job's attempts were billed (kept as billed, a killed attempt's
+  too) goes into ``outbox/spend.json`` once, keyed on the run, and its budget hold ends;
 - **settled**: the candidates, the project's latest run and the item's ``done`` are recorded, and
   the input leaves for ``bundles/projects/`` (a rerun's input is already there).
 

@@ -34,11 +34,11 @@ if TYPE_CHECKING:  # DBOS is imported when a job first runs: commands that run n
 
 __all__ = [
     "CRASHES_TO_QUARANTINE",
-    "TRANSIENT",
     "GivenUp",
     "ItemResult",
     "JobRuns",
     "iso",
+    "transient",
 ]
 
 CRASHES_TO_QUARANTINE: Final = 2
@@ -57,6 +57,15 @@ class GivenUp(Exception):
 
     def __str__(self) -> str:
         return f"stopped the process {self.crashes} times"
+
+
+def transient(exc: BaseException) -> str | None:
+    """Why a failure is worth a retry (a resource busy, full or away for now), or None."""
+    if isinstance(exc, OSError) and exc.errno in TRANSIENT:
+        return str(exc.strerror)
+    if database_unavailable(exc):
+        return f"the database is unavailable ({exc})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -161,19 +170,16 @@ class JobRuns:
         name = job.name
         try:
             return self._advance(job)
-        except OSError as exc:
-            if exc.errno in TRANSIENT:  # left unfinished: the next event or start tries again
-                self.log.warning("rerun put off", project=name, reason=exc.strerror)
-                return ItemResult(name, "rerun", "retry", str(exc.strerror))
-            why = f"{name}: its rerun failed ({exc})"
         except GivenUp as given_up:
             self.ledger.finish_run(job.identity)
             why = f"{name}: its rerun stopped the daemon {given_up.crashes} times; not run again"
         except Exception as exc:
-            if database_unavailable(exc):  # left unfinished, as for a transient OSError
-                self.log.warning("rerun put off", project=name, reason=str(exc))
-                return ItemResult(name, "rerun", "retry", str(exc))
-            why = f"{name}: its rerun failed ({type(exc).__name__}: {exc})"
+            reason = transient(exc)
+            if reason is not None:  # left unfinished: the next event or start tries again
+                self.log.warning("rerun put off", project=name, reason=reason)
+                return ItemResult(name, "rerun", "retry", reason)
+            shown = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            why = f"{name}: its rerun failed ({shown})"
         # The ingested project stays where it is; only this identity is given up.
         self.log.error("rerun failed", project=name, problem=why)
         self.ledger.release(job.identity)

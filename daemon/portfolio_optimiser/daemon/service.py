@@ -62,12 +62,12 @@ STATUS_REFRESH_S: Final = 30.0
 """status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 
 
-def _stop_engine(*, idle_only: bool = False) -> None:
-    """DBOS's threads end with the command, or after a while without a job; a process that ran
-    no job never imported DBOS, and has nothing to stop."""
+def _stop_engine() -> None:
+    """DBOS's threads end with the command, or at the daemon's first idle tick; a process that
+    ran no job never imported DBOS, and has nothing to stop."""
     durable = sys.modules.get("portfolio_optimiser.daemon.durable")
     if durable is not None:
-        durable.stop_engine_if_idle() if idle_only else durable.stop_engine()
+        durable.stop_engine()
 
 
 def run_once(
@@ -317,7 +317,7 @@ class Service:
                     if worker is None:
                         self._publish_status(processor, "running", watcher.method)
                 if worker is None:
-                    _stop_engine(idle_only=True)
+                    _stop_engine()  # at the first idle tick (durable's docstring says why)
                     # Idle: wake for the first hint, so a verdict or a folder moved in is handled
                     # in milliseconds; else at the next thing due (a settling entry, a retry, a
                     # watchdog ping, a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up

@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -421,4 +422,4 @@ def die_at(
     dying = processes.start(
         "once", ws, *args, env={**(env or {}), "PORTFOLIO_OPTIMISER_TEST_FAULT": fault}
     )
-    assert dying.wait(timeout_s) == 137, dying.stderr()[-2000:]
+    assert dying.wait(timeout_s) == -signal.SIGKILL, dying.stderr()[-2000:]

@@ -280,7 +280,7 @@ class CrashCase:
 
 @pytest.fixture(scope="module")
 def crash_cases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, CrashCase]]:
-    """For each fault point: ``run`` dies there (os._exit 137), then ``once`` finishes the job.
+    """For each fault point: ``run`` dies there (SIGKILLs itself), then ``once`` finishes the job.
 
     The three workspaces run side by side to keep the suite fast.
     """
@@ -319,7 +319,9 @@ def test_killed_mid_job_then_restarted_finishes_exactly_once(
 ) -> None:
     case = crash_cases[fault]
     ws = case.workspace
-    assert case.fault_exit == 137, f"the fault hook did not fire: {case.fault_stderr[-2000:]}"
+    assert case.fault_exit == -signal.SIGKILL, (
+        f"the fault hook did not fire: {case.fault_stderr[-2000:]}"
+    )
 
     assert case.recovery.returncode == 0, case.recovery.stderr[-2000:]
     assert len(run_folders(ws, PROJECT)) == 1, run_folders(ws, PROJECT)

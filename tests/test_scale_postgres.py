@@ -76,8 +76,8 @@ def test_a_second_daemon_on_the_same_shared_database_is_refused(postgres: Any) -
 
     url = postgres.new_database()
     with Ledger.connect(url) as first, Ledger.connect(url) as second:
-        first.hold_as_the_only_daemon()
+        first.hold_intake()
         with pytest.raises(LedgerError, match="another daemon"):
-            second.hold_as_the_only_daemon()
+            second.hold_intake()
     with Ledger.connect(url) as after:
-        after.hold_as_the_only_daemon()  # the first one's ended with its connection
+        after.hold_intake()  # the first one's ended with its connection

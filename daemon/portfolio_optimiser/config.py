@@ -91,7 +91,11 @@ class Scale(_Section):
     """PostgreSQL for the ledger and the workflows (``PORTFOLIO_OPTIMISER_DATABASE_URL`` wins);
     empty: SQLite files in the state directory."""
     executor_id: str = ""
-    """This machine's name among the workers; empty: its host name."""
+    """This machine's name among the workers; empty: its host name (``PORTFOLIO_OPTIMISER_EXECUTOR``
+    wins, so machines that share the config file need not share a name)."""
+    jobs_at_once: int = Field(default=0, ge=0)
+    """On a shared database: bundle jobs under way at once across every machine (0: one per
+    worker, no cap beyond)."""
 
 
 class Config(_Section):

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.context.errors import BundleError
@@ -25,12 +27,28 @@ from portfolio_optimiser.reasoning.redaction import safe_text
 from .archive import ArchiveError, extract_bundle
 from .claim import ClaimError, content_digest, original_name, release
 from .claim import claim as claim_entry
+from .host import CRASHES_TO_QUARANTINE, GivenUp, iso
 from .job import Job, Stage
-from .job_runs import CRASHES_TO_QUARANTINE, GivenUp, ItemResult, JobRuns, iso, transient
+from .job_runs import ItemResult, JobRuns, transient
 from .ledger import next_backoff_s
 from .stability import StabilityTracker, snapshot
 
-__all__ = ["CRASHES_TO_QUARANTINE", "BundleLifecycle", "ItemResult"]
+if TYPE_CHECKING:
+    from .durable import Submitted
+
+__all__ = ["CRASHES_TO_QUARANTINE", "BundleLifecycle", "ItemResult", "Started"]
+
+UNDER_WAY: Final = "under way"
+"""A job left to its workflow by a stop: its claim stays, and the next start takes it up."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A claimed bundle whose job was handed to its workflow and is not waited for yet."""
+
+    claimed: Path
+    name: str
+    submitted: Submitted
 
 
 class BundleLifecycle(JobRuns):
@@ -41,15 +59,17 @@ class BundleLifecycle(JobRuns):
     retry_due_at: float | None
     """When the next back-off runs out (None: read it from the ledger at the next look)."""
 
-    def process_bundle(self, entry: Path) -> ItemResult:
-        """A ready bundle the portfolio's wave admitted (``step``): claimed, then its job."""
+    def start_bundle(self, entry: Path) -> ItemResult | Started:
+        """A ready bundle the portfolio's wave admitted (``step``): claimed, and its job handed
+        to its workflow (the wave's are waited for together, by :meth:`finish`)."""
         self.waiting.pop(entry.name, None)
         claimed = claim_entry(entry, self.claimed_dir)
         if claimed is None:
             return ItemResult(
                 entry.name, "bundle", "gone", "it left the inbox before it was claimed"
             )
-        return self._process_claimed(claimed, name=entry.name)
+        outcome = self._claimed_lifecycle(claimed, name=entry.name)
+        return outcome if isinstance(outcome, Started) else self._left(claimed, outcome)
 
     def wait_for_budget(self, entry: Path, refusal: str) -> ItemResult:
         """The bundle stays in the inbox, unclaimed and not failed, until the budget funds it."""
@@ -76,7 +96,7 @@ class BundleLifecycle(JobRuns):
                 self.ledger.release(identity)
         results = []
         if self.ledger.jobs(unfinished=True):
-            results = [self._processed(job) for job in self.engine().start(self)]
+            results = [self._processed(job) for job in self.engine().start(self.host)]
         results += [
             self._process_claimed(path, name=original_name(path))
             for path in recover(self.claimed_dir)
@@ -109,14 +129,44 @@ class BundleLifecycle(JobRuns):
         return self.retry_due_at
 
     def _process_claimed(self, claimed: Path, *, name: str) -> ItemResult:
-        result = self._claimed_lifecycle(claimed, name=name)
-        if result.state != "retry":
+        outcome = self._claimed_lifecycle(claimed, name=name)
+        return (
+            self.finish(outcome) if isinstance(outcome, Started) else self._left(claimed, outcome)
+        )
+
+    def _left(self, claimed: Path, result: ItemResult) -> ItemResult:
+        if result.state not in ("retry", UNDER_WAY):
             self.ledger.forget_claim(claimed.name)  # it has left its claimed place for good
         return result
 
-    def _claimed_lifecycle(self, claimed: Path, *, name: str) -> ItemResult:
+    def finish(self, started: Started) -> ItemResult:
+        """A started job, waited for: what its workflow came to, or, when a stop is asked for
+        first, left under way (claimed) for the next start."""
+        claimed, name, job = started.claimed, started.name, started.submitted.job
+        try:
+            done = self.engine().result(started.submitted, stop=self.stopping)
+        except GivenUp as given_up:
+            self.ledger.finish_run(job.identity)
+            result = self._quarantine(
+                claimed,
+                name,
+                job.identity,
+                f"{name}: its run stopped the daemon {given_up.crashes} times (killed, out of "
+                "memory, or a crash in a library) and was set aside so it cannot do so a third "
+                "time; the daemon's log (journalctl) says what ended the process",
+            )
+        except Exception as exc:
+            result = self._set_aside(claimed, name, job.identity, exc)
+        else:
+            if done is None:
+                result = ItemResult(name, "bundle", UNDER_WAY, "left to its workflow")
+            else:
+                result = self._processed(done)
+        return self._left(claimed, result)
+
+    def _claimed_lifecycle(self, claimed: Path, *, name: str) -> ItemResult | Started:
         now = self.clock()
-        self._fault("after-claim")
+        self.host.fault("after-claim")
         try:
             content = content_digest(claimed)
         except ClaimError as exc:  # a symlink, a pipe or a device inside the bundle
@@ -220,26 +270,18 @@ class BundleLifecycle(JobRuns):
         return None
 
     def _outputs_stand(self, job: Job) -> bool:
-        context = self.job_context(job)
+        context = self.host.job_context(job)
         if job.done(Stage.PUBLISHED):
             return (context.run_folder(job) / "proposals.json").is_file()
         return (context.staging(job) / job.run_id / "proposals.json").is_file()
 
-    def _claimed_job(self, claimed: Path, job: Job, name: str) -> ItemResult:
+    def _claimed_job(self, claimed: Path, job: Job, name: str) -> ItemResult | Started:
         try:
-            return self._advance(job)
-        except GivenUp as given_up:
-            self.ledger.finish_run(job.identity)
-            return self._quarantine(
-                claimed,
-                name,
-                job.identity,
-                f"{name}: its run stopped the daemon {given_up.crashes} times (killed, out of "
-                "memory, or a crash in a library) and was set aside so it cannot do so a third "
-                "time; the daemon's log (journalctl) says what ended the process",
-            )
+            submitted = self.engine().submit(job, self.host)
         except Exception as exc:
             return self._set_aside(claimed, name, job.identity, exc)
+        self._finished_first(submitted)
+        return Started(claimed, name, submitted)
 
     def _set_aside(self, claimed: Path, name: str, key: str, exc: Exception) -> ItemResult:
         """What an exception costs a claimed bundle: a bad bundle is quarantined with the reason,

@@ -21,10 +21,11 @@ far less than any run, so an idle daemon costs what it cost before.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import logging
 import pickle
 import threading
+import time
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from dbos import DBOS, SetWorkflowID
@@ -33,12 +34,17 @@ from .job import STAGES, Job, JobContext, Stage
 from .ledger import Ledger
 
 __all__ = [
+    "QUEUE",
     "Engine",
     "JobHost",
+    "Submitted",
     "engine_for",
     "stop_engine",
 ]
 
+QUEUE: Final = "bundle-jobs"
+QUEUE_POLL_S: Final = 0.2
+"""How often a worker looks for a job, and a waiting daemon for a job's end."""
 APPLICATION_VERSION: Final = "bundle-job-1"
 """Pinned, not DBOS's hash of the code: a job cut off by an upgrade is still recovered. Bumped
 only when the workflow's steps change in a way an old checkpoint cannot be replayed through."""
@@ -67,10 +73,6 @@ def _current_host() -> JobHost:
         if _host is None:  # a step recovered before any host said what it runs in: a bug
             raise RuntimeError("a bundle job's step ran in a process without a job host")
         return _host
-
-
-class UnderWayElsewhere(OSError):
-    """Another executor holds the job's workflow: a transient wait, retried with back-off."""
 
 
 class StepFailed(Exception):
@@ -133,17 +135,43 @@ def workflow_id(job: Job) -> str:
     return job.identity if job.attempt == 0 else f"{job.identity}.{job.attempt}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Submitted:
+    """A job handed to its workflow: queued for any worker (a shared database), or to be run
+    here when its result is asked for (one machine)."""
+
+    job: Job
+    finished_first: list[Job]
+    """Jobs a crash cut off that DBOS finished when it was launched for this one."""
+
+
 class Engine:
     """The process's DBOS, launched when a job needs it. One per process (DBOS is a singleton):
-    a host for another state directory stops it and launches it again on its own database."""
+    a host for another state directory stops it and launches it again on its own database.
 
-    def __init__(self, *, database_url: str, executor_id: str, log: Any) -> None:
+    On one machine a job's workflow runs in the daemon itself, when its result is asked for. On
+    a shared database it is enqueued on ``bundle-jobs`` and taken by whichever worker is free
+    (the daemon is one, one job at a time each; ``jobs_at_once`` caps them all together)."""
+
+    def __init__(
+        self,
+        *,
+        database_url: str,
+        executor_id: str,
+        log: Any,
+        shared: bool = False,
+        jobs_at_once: int = 0,
+        runs_jobs: bool = True,
+    ) -> None:
         self.database_url = database_url
         self.executor_id = executor_id
         self.log = log
+        self.shared = shared
+        self.jobs_at_once = jobs_at_once
+        self.runs_jobs = runs_jobs
         self.launched = False
 
-    def _launch(self) -> list[Job]:
+    def _launch(self, *, wait_for_recovered: bool = True) -> list[Job]:
         if self.launched:
             return []
         # DBOS's own log lines go through the daemon's redacting chain, warnings and worse only.
@@ -162,8 +190,19 @@ class Engine:
                 "notification_listener_polling_interval_sec": 0.1,
             }
         )
+        if not self.runs_jobs:
+            DBOS.listen_queues([])
         DBOS.launch()  # recovers this executor's jobs a crash cut off, on DBOS's own threads
         self.launched = True
+        if self.shared:
+            DBOS.register_queue(
+                QUEUE,
+                worker_concurrency=1,  # a process runs one job at a time; machines add workers
+                global_concurrency=self.jobs_at_once or None,
+                polling_interval_sec=QUEUE_POLL_S,
+            )
+        if not wait_for_recovered:
+            return []
         # They share the host's ledger: wait for them before anything else touches it. Each
         # one's outcome is taken up when the lifecycle reaches its job.
         host, finished = _current_host(), []
@@ -192,41 +231,67 @@ class Engine:
                 )
         return finished
 
-    def start(self, host: JobHost) -> list[Job]:
-        """Launched for ``host``: the jobs a crash cut off are finished before this returns, and
-        those that ended well are returned."""
+    def _host(self, host: JobHost) -> None:
         global _host
         with _host_lock:
             _host = host
+
+    def start(self, host: JobHost) -> list[Job]:
+        """Launched for ``host``: the jobs a crash cut off are finished before this returns, and
+        those that ended well are returned."""
+        self._host(host)
         return self._launch()
 
-    def run(self, job: Job, host: JobHost) -> tuple[Job, list[Job]]:
-        """The job's remaining stages as its workflow: run here, or, when DBOS is already
-        recovering it (cut off by a crash), waited for. Its failure is raised as it was. Also
-        the jobs a launch for it finished (cut off by an earlier crash), for the lifecycle."""
+    def serve(self, host: JobHost) -> None:
+        """A worker's: launched, taking jobs from the queue on DBOS's threads until stopped (its
+        own jobs a crash cut off among the first)."""
+        self._host(host)
+        self._launch(wait_for_recovered=False)
+
+    def submit(self, job: Job, host: JobHost) -> Submitted:
+        """The job's workflow, started once for its identity: a second submit of the same
+        identity finds the first (under way, queued or finished), never a second run."""
         finished = self.start(host)
         status = DBOS.get_workflow_status(workflow_id(job))
         while status is not None and status.status == "ERROR":
             # That attempt failed (the lifecycle retried or the user put it back): a new one.
             job = dataclasses.replace(job, attempt=job.attempt + 1)
             status = DBOS.get_workflow_status(workflow_id(job))
-        if (
-            status is not None
-            and status.status in _RUNNING
-            and (
-                status.executor_id != self.executor_id or status.app_version != APPLICATION_VERSION
-            )
-        ):
-            raise UnderWayElsewhere(
-                errno.EBUSY,
-                f"its job is under way on {status.executor_id or 'another executor'}",
-            )
-        if status is not None and (status.status in _RUNNING or status.status == "SUCCESS"):
-            # Recovered by DBOS at launch, or finished: its result, never a second run.
-            done: str = DBOS.retrieve_workflow(workflow_id(job)).get_result()
-            return Job.from_json(done), finished
-        with SetWorkflowID(workflow_id(job)):
-            return Job.from_json(_bundle_job(job.to_json())), finished
+        if status is None and self.shared:
+            queue = DBOS.retrieve_queue(QUEUE)
+            assert queue is not None  # registered at the launch
+            with SetWorkflowID(workflow_id(job)):
+                queue.enqueue(_bundle_job, job.to_json())
+        return Submitted(job, finished)
+
+    def result(self, submitted: Submitted, *, stop: Callable[[], bool]) -> Job | None:
+        """The job once its workflow has finished (its failure raised as it was), or None when
+        a stop was asked for first: the job goes on without this process, whose next start
+        takes it up."""
+        job = submitted.job
+        wid = workflow_id(job)
+        status = DBOS.get_workflow_status(wid)
+        if status is None:  # one machine: run here, now
+            with SetWorkflowID(wid):
+                return Job.from_json(_bundle_job(job.to_json()))
+        waited_for = ""
+        while status is not None and status.status in _RUNNING:
+            if stop():
+                return None
+            owner = status.executor_id or ""
+            if status.status == "PENDING" and owner != self.executor_id and owner != waited_for:
+                waited_for = owner
+                self.log.info("job under way elsewhere", bundle=job.name, executor=owner)
+            time.sleep(QUEUE_POLL_S)
+            status = DBOS.get_workflow_status(wid)
+        done: str = DBOS.retrieve_workflow(wid).get_result()
+        return Job.from_json(done)
+
+    def recover(self, executors: list[str]) -> int:
+        """The jobs ``executors`` had under way, handed back to the queue for any live worker;
+        how many there were."""
+        self._launch(wait_for_recovered=False)
+        return len(DBOS._recover_pending_workflows(executors))
 
     def stop(self) -> None:
         if self.launched:
@@ -237,15 +302,37 @@ class Engine:
 _engine: Engine | None = None
 
 
-def engine_for(url: str, *, executor_id: str, log: Any) -> Engine:
+def engine_for(
+    url: str,
+    *,
+    executor_id: str,
+    log: Any,
+    shared: bool = False,
+    jobs_at_once: int = 0,
+    runs_jobs: bool = True,
+) -> Engine:
     """The process's engine on the system database at ``url`` (SQLite in the state directory,
-    nothing to install; or the shared PostgreSQL)."""
+    nothing to install; or the shared PostgreSQL and its queue)."""
     global _engine
-    if _engine is not None and (_engine.database_url != url or _engine.executor_id != executor_id):
+    wanted = (url, executor_id, shared, jobs_at_once, runs_jobs)
+    if _engine is not None and wanted != (
+        _engine.database_url,
+        _engine.executor_id,
+        _engine.shared,
+        _engine.jobs_at_once,
+        _engine.runs_jobs,
+    ):
         _engine.stop()
         _engine = None
     if _engine is None:
-        _engine = Engine(database_url=url, executor_id=executor_id, log=log)
+        _engine = Engine(
+            database_url=url,
+            executor_id=executor_id,
+            log=log,
+            shared=shared,
+            jobs_at_once=jobs_at_once,
+            runs_jobs=runs_jobs,
+        )
     return _engine
 
 

@@ -1,62 +1,41 @@
-"""What runs a bundle's job in this process: its durable workflow (``durable``) and what the
-workflow's steps take from here (``durable.JobHost``: the job's context, its run inputs built
-once, the count of runs started), what follows a settled job (the portfolio it changed, the
-log), and the reruns of ingested projects the portfolio moved under (their identity is new).
+"""What the daemon does around a bundle's job: hands it to its durable workflow (``durable``)
+and waits for it, holds and admits the portfolio's budget, does what follows a settled job (the
+portfolio it changed, the log), and runs again the ingested projects the portfolio moved under
+(their identity is new). What the steps themselves run with is the host's (``host``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import itertools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter, read_spend
 from portfolio_optimiser.pipeline.run import ClientFactory
-from portfolio_optimiser.reasoning.store import Store
 
 from .db import database_unavailable
-from .job import Job, JobContext, Stage
-from .ledger import Ledger, LedgerError
+from .host import GivenUp, RunHost, iso
+from .job import Job, Stage
+from .ledger import Ledger
 from .portfolio import Portfolio
-from .runner import RunInputs
 from .stores import stores_for
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # DBOS is imported when a job first runs: commands that run none never pay it
-    from .durable import Engine
+    from .durable import Engine, Submitted
 
 __all__ = [
-    "CRASHES_TO_QUARANTINE",
-    "GivenUp",
     "ItemResult",
     "JobRuns",
-    "iso",
     "transient",
 ]
 
-CRASHES_TO_QUARANTINE: Final = 2
-"""Runs of one bundle that ended the process; at the next start it is quarantined, not re-run."""
 TRANSIENT: Final = frozenset(
     {errno.ENOSPC, errno.EIO, errno.EBUSY, errno.EAGAIN, errno.EDQUOT, errno.ETIMEDOUT}
 )
-
-
-class GivenUp(Exception):
-    """A run that took the process down too often: never started again."""
-
-    def __init__(self, crashes: int) -> None:
-        super().__init__(crashes)  # its only argument: DBOS keeps a step's error pickled
-        self.crashes = crashes
-
-    def __str__(self) -> str:
-        return f"stopped the process {self.crashes} times"
 
 
 def transient(exc: BaseException) -> str | None:
@@ -77,10 +56,6 @@ class ItemResult:
     output: Path | None = None
 
 
-def iso(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class JobRuns:
     """The run side of the processor; what it reads of the processor is declared here."""
 
@@ -92,18 +67,13 @@ class JobRuns:
     client_factory: ClientFactory
     environ: dict[str, str] | None
     waiting: dict[str, str]
-    running_digest: str | None
-    reasoning_store: Store
+    host: RunHost
+    """What this process's job steps run with, on a ledger connection of their own."""
     portfolio: Portfolio
     reruns_due: bool
     history: list[ItemResult]
-    _test_fault: str
-    """The processor reads PORTFOLIO_OPTIMISER_TEST_FAULT once (see its ``__post_init__``)."""
-
-    def _fault(self, point: str) -> None:
-        """TEST-ONLY: die here, without cleanup, when the test fault hook names ``point``."""
-        if self._test_fault == point:
-            os._exit(137)
+    stopping: Callable[[], bool]
+    """Whether a stop was asked for (a step's ``stop``): a wait for a job ends at once."""
 
     def engine(self) -> Engine:
         """The process's DBOS: on this state directory's SQLite (one executor on one machine), or
@@ -112,7 +82,13 @@ class JobRuns:
 
         stores = stores_for(self.config, self.environ)
         url = stores.database_url or f"sqlite:///{(self.workspace.state / 'dbos.sqlite').resolve()}"
-        return engine_for(url, executor_id=stores.executor_id, log=self.log)
+        return engine_for(
+            url,
+            executor_id=stores.executor_id,
+            log=self.log,
+            shared=stores.shared,
+            jobs_at_once=self.config.scale.jobs_at_once,
+        )
 
     def publish_portfolio(self) -> None:
         """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,
@@ -169,7 +145,10 @@ class JobRuns:
     def _rerun_job(self, job: Job) -> ItemResult:
         name = job.name
         try:
-            return self._advance(job)
+            done = self._advance(job)
+            if done is None:
+                return ItemResult(name, "rerun", "under way", "left to its workflow")
+            return self._processed(done)
         except GivenUp as given_up:
             self.ledger.finish_run(job.identity)
             why = f"{name}: its rerun stopped the daemon {given_up.crashes} times; not run again"
@@ -187,12 +166,16 @@ class JobRuns:
         self.ledger.mark(job.identity, "failed", now=iso(self.clock()), error=why)
         return ItemResult(name, "rerun", "failed", why)
 
-    def _advance(self, job: Job) -> ItemResult:
-        """The job's remaining stages, as its durable workflow (``durable``)."""
-        done, finished_first = self.engine().run(job, self)
-        for earlier in finished_first:  # cut off by a crash; DBOS finished it at the launch
+    def _advance(self, job: Job) -> Job | None:
+        """The job's remaining stages, as its durable workflow (``durable``), waited for; None
+        when a stop was asked for first."""
+        submitted = self.engine().submit(job, self.host)
+        self._finished_first(submitted)
+        return self.engine().result(submitted, stop=self.stopping)
+
+    def _finished_first(self, submitted: Submitted) -> None:
+        for earlier in submitted.finished_first:  # cut off by a crash; finished at the launch
             self.history.append(self._processed(earlier))
-        return self._processed(done)
 
     def _processed(self, job: Job) -> ItemResult:
         """What follows a settled job in this process: the portfolio it changed, and the log."""
@@ -202,7 +185,7 @@ class JobRuns:
             self._rebuild_references()
             self.reruns_due = True
         self.publish_portfolio()
-        folder = self.job_context(job).run_folder(job)
+        folder = self.host.job_context(job).run_folder(job)
         self.log.info(
             "bundle processed",
             bundle=job.name,
@@ -214,56 +197,6 @@ class JobRuns:
         )
         kind = "rerun" if job.rerun else "bundle"
         return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)
-
-    # -- what the job's steps take from this process (durable.JobHost) ---------------------------
-
-    def job_context(self, job: Job) -> JobContext:
-        ws = self.workspace
-        built: list[RunInputs] = []
-
-        def inputs() -> RunInputs:
-            if not built:  # once per job, and only when it runs
-                attempt = self.ledger.next_charge_attempt(job.identity, "ran")
-                calls = itertools.count(1)
-
-                def charge(tokens: int) -> None:
-                    # Kept as billed, keyed on (workflow, step, attempt, call): a run killed
-                    # after this is still charged for it, and never twice.
-                    self.ledger.record_charge(
-                        job.identity, "ran", attempt, next(calls), tokens, now=iso(self.clock())
-                    )
-                    self._fault("after-charge")
-
-                built.append(
-                    RunInputs.build(
-                        workspace=ws,
-                        config=self.config,
-                        ledger=self.ledger,
-                        now=datetime.fromtimestamp(self.clock(), UTC),
-                        environ=self.environ,
-                        reasoning_store=self.reasoning_store,
-                        portfolio=self.portfolio,
-                        client_factory=self.client_factory,
-                        log=self.log,
-                        charge=charge,
-                    )
-                )
-            return built[0]
-
-        return JobContext(ws, self.ledger, inputs, lambda: iso(self.clock()), self.log, self._fault)
-
-    def begin_run(self, job: Job) -> None:
-        """Counted durably before it starts: a run that takes the process down twice is given
-        up, never recovered into a third crash."""
-        crashes = self.ledger.unfinished_starts(job.identity)
-        if crashes >= CRASHES_TO_QUARANTINE:
-            raise GivenUp(crashes)  # counted until the job is set aside
-        self.ledger.start_run(job.identity)
-        self.running_digest = job.identity
-
-    def end_run(self, job: Job) -> None:
-        self.ledger.finish_run(job.identity)
-        self.running_digest = None
 
     def _budget(self) -> PortfolioMeter:
         """The portfolio's budget now: what is spent (strict: a corrupt spend file stops, never
@@ -308,14 +241,7 @@ class JobRuns:
         return admitted, [(entry, self._waiting_for_budget(left)) for entry in deferred]
 
     def abandon_run(self) -> None:
-        """A stop was asked for while a run is under way: that is no crash, so its start is not
-        counted against the bundle. Called from the service's thread while the worker still runs,
-        so through a connection of its own."""
-        digest = self.running_digest
-        if digest is None:
-            return
-        with contextlib.suppress(LedgerError), self.ledger.reopen() as other:
-            other.finish_run(digest)
+        self.host.abandon_run()
 
     def _rebuild_references(self) -> None:
         try:

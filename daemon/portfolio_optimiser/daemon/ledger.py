@@ -8,8 +8,8 @@ of identical content finds its existing row; "duplicate" is that finding, not a 
 
 Never reads the clock (every timestamp is an ISO string passed in), never touches the inbox or the
 outbox, and never decides whether a transition is allowed or when to give up — the service does.
-One writer (the daemon, one instance per workspace, and on a shared PostgreSQL one per database
-for now) so the database's own locking is enough; on SQLite, WAL lets ``status`` read while the
+The database's own locking is enough for its rows (one daemon per workspace; on a shared
+PostgreSQL, one intake and many workers, whose turns are ``ledger_machines``'s); on SQLite, WAL lets ``status`` read while the
 daemon writes, and ``synchronous=FULL`` makes every commit durable before the input it describes
 is removed (research/daemon.md §3 step 5). Every write commits before return. The tables and how
 each database is made ready are ``ledger_schema``'s; the SQL both take goes through ``db``.
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
 from .db import Database
+from .ledger_machines import LedgerMachines
 from .ledger_records import CandidateInput, CandidateRow, LedgerRecords, VerdictRow
 from .ledger_schema import (
-    PG_DAEMON_LOCK,
     LedgerError,
     prepare_postgresql,
     prepare_sqlite,
@@ -90,7 +90,7 @@ def _item(row: tuple[Any, ...]) -> Item:
     return Item(*row)
 
 
-class Ledger(LedgerRecords):
+class Ledger(LedgerRecords, LedgerMachines):
     """The ledger: a SQLite file (:meth:`open`), or a PostgreSQL database many machines share
     (:meth:`connect`). Close with :meth:`close` or ``with``."""
 
@@ -99,19 +99,6 @@ class Ledger(LedgerRecords):
         """The file, or for PostgreSQL the server and database (never a password)."""
         self._db = database
         self._url = url
-
-    def hold_as_the_only_daemon(self) -> None:
-        """On a shared database, one daemon at a time (until workers share a queue): held on
-        this connection, so it ends with the process, however it ends. A file's is the
-        workspace lock's."""
-        if self._url is None:
-            return
-        row = self._db.one("SELECT pg_try_advisory_lock(?)", (PG_DAEMON_LOCK,))
-        if not (row and row[0]):
-            raise LedgerError(
-                f"another daemon already works on the shared ledger in {self.path}; run one "
-                "daemon per database for now, or point [scale] database_url at another"
-            )
 
     def reopen(self) -> Ledger:
         """Another connection to the same ledger (for another thread)."""

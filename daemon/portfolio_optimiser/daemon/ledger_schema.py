@@ -13,7 +13,6 @@ from portfolio_optimiser.errors import UserError
 from .db import Database
 
 __all__ = [
-    "PG_DAEMON_LOCK",
     "SCHEMA_VERSION",
     "LedgerError",
     "prepare_postgresql",
@@ -26,7 +25,7 @@ class LedgerError(UserError):
 
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
@@ -85,6 +84,14 @@ CREATE TABLE IF NOT EXISTS reservations (
     tokens INTEGER NOT NULL,
     reserved_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS machines (
+    executor TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started TEXT NOT NULL,
+    seen TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS candidates (
     candidate_id TEXT PRIMARY KEY,
     project_id TEXT NOT NULL,
@@ -103,8 +110,6 @@ _DIALECT: Final = {
         "seq_column": "\n    seq BIGINT GENERATED ALWAYS AS IDENTITY,",
     },
 }
-PG_DAEMON_LOCK: Final = 7_153_110_003
-"""Held by the one daemon that works on a shared database."""
 _PG_SCHEMA_LOCK: Final = 7_153_110_001
 """An advisory lock key: two machines starting at once create the tables once."""
 

@@ -12,6 +12,7 @@ conclusions, but the proposer is asked again (a proposal is a run's own).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -78,6 +79,9 @@ class Portfolio:
     project settles by a rename into place, which gives its folder a new inode: only then is it
     hashed and read again."""
     _published: ReferenceIndex | None = None
+    _published_here: bool = False
+    _read_from: tuple[tuple[str, int, int], ...] | None = None
+    """The pages (name, mtime, size) the classes were last read back from."""
 
     def projects(self) -> dict[str, tuple[Path, str, Project]]:
         """Every ingested project that loads: folder name → (folder, content hash, IR)."""
@@ -114,15 +118,26 @@ class Portfolio:
         self._published = publish_reference_classes(
             self.workspace.references, projects, self.config.reference.rule()
         )
+        self._published_here = True
         return self._published
 
     def references(self) -> ReferenceIndex:
-        """The classes as last published: kept by the one writer that published them, read
-        back from their pages only when this process has not published yet."""
-        if self._published is None:
+        """The classes as last published: kept by the one writer that published them; read
+        back from their pages by any other process (a job's host, a worker) whenever the pages
+        changed since it last read them."""
+        if self._published_here and self._published is not None:
+            return self._published
+        root = self.workspace.references
+        pages = []
+        for page in sorted(root.glob("*.md")) if root.is_dir() else []:
+            with contextlib.suppress(OSError):  # gone between the listing and its look
+                stat = page.stat()
+                pages.append((page.name, stat.st_mtime_ns, stat.st_size))
+        if self._published is None or tuple(pages) != self._read_from:
             self._published = read_reference_classes(
-                self.workspace.references, self.config.reference.rule(), log=self.log
+                root, self.config.reference.rule(), log=self.log
             )
+            self._read_from = tuple(pages)
         return self._published
 
     def publish_report(self, ledger: Ledger, *, stamp: str) -> Path:

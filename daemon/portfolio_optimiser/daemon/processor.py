@@ -8,7 +8,6 @@ portfolio is due once the inbox is quiet), and what a verdict file does (read in
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,10 +22,10 @@ from portfolio_optimiser.pipeline.run import (
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Store
 
-from .bundle_job import BundleLifecycle, ItemResult
+from .bundle_job import BundleLifecycle, ItemResult, Started
 from .claim import original_name, same_filesystem
 from .filters import InboxFilter
-from .job_runs import iso
+from .host import RunHost, iso
 from .ledger import Ledger
 from .portfolio import Portfolio
 from .runner import learning_store
@@ -69,8 +68,16 @@ class Processor(BundleLifecycle):
         )
         self.claimed_dir.mkdir(parents=True, exist_ok=True)
         self.retry_due_at = None
-        self.running_digest: str | None = None
-        """The bundle whose pipeline run is under way (its start counted in the ledger)."""
+        self.host = RunHost(
+            ws,
+            self.config,
+            self.ledger.reopen(),
+            self.clock,
+            self.log,
+            self.client_factory,
+            self.environ,
+        )
+        self.stopping: Callable[[], bool] = lambda: False
         self.reasoning_store = Store(ws.state)
         self.portfolio = Portfolio(
             ws, self.config, self.log, lambda: learning_store(ws, self.ledger, self.log)
@@ -81,13 +88,10 @@ class Processor(BundleLifecycle):
         self.reruns_due = True
         """Whether ingested projects may be due a new run (the portfolio moved under them); read
         from the ledger at the next step, so a crash loses nothing."""
-        # TEST-ONLY fault hook: PORTFOLIO_OPTIMISER_TEST_FAULT=after-claim, during-run,
-        # after-charge, after-ran, after-outputs, after-spend, after-settle or checkpoint-<stage>
-        # makes the process die (os._exit(137), as if SIGKILLed) at that point, so the crash-safety
-        # tests can kill a run between two durable steps. Read once; unset in production.
-        self._test_fault = (self.environ if self.environ is not None else os.environ).get(
-            "PORTFOLIO_OPTIMISER_TEST_FAULT", ""
-        )
+
+    def close(self) -> None:
+        """The host's own connection to the ledger (the caller closes the one it passed in)."""
+        self.host.close()
 
     # -- hints and scans -------------------------------------------------------------------------
 
@@ -147,6 +151,7 @@ class Processor(BundleLifecycle):
     def step(self, *, stop: Callable[[], bool] = lambda: False) -> list[ItemResult]:
         """Process everything that is ready now, one item at a time."""
         results: list[ItemResult] = []
+        self.stopping = stop
         if self.recovery_due:
             self.recovery_due = False
             results.extend(self.recover())
@@ -183,11 +188,17 @@ class Processor(BundleLifecycle):
             if not admitted:
                 results.extend(self.wait_for_budget(entry, why) for entry, why in deferred)
                 break
+            started = []
             for entry in admitted:
                 if stop():
                     break
                 if entry.exists():
-                    results.append(self.process_bundle(entry))
+                    outcome = self.start_bundle(entry)
+                    if isinstance(outcome, Started):
+                        started.append(outcome)  # under way on whichever worker is free
+                    else:
+                        results.append(outcome)
+            results.extend(self.finish(job) for job in started)
             ready = [entry for entry, _why in deferred if entry.exists()]
         if self.reruns_due and not self.bundles.pending_count and not stop():
             # After the inbox: a portfolio still filling up would make each rerun stale at once.

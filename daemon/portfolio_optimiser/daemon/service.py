@@ -33,7 +33,7 @@ from .ledger import Ledger
 from .lock import WorkspaceLock
 from .notify import Notifier
 from .processor import ItemResult, Processor
-from .stores import open_ledger, stores_for
+from .stores import Stores, hold_as, open_ledger, stores_for
 from .watcher import NETWORK_FILESYSTEMS, Hint, InboxWatcher, filesystem_type
 from .workspace import Workspace
 
@@ -90,10 +90,12 @@ def run_once(
     """
     admission_for(config, now=datetime.now(UTC), environ=environ)  # a bad mode word: exit 78 first
     workspace.ensure()
-    with WorkspaceLock(workspace.state):
+    stores = stores_for(config, environ)
+    with _workspace_lock(workspace, stores):
         ledger = open_ledger(workspace, config, environ)
+        processor: Processor | None = None
         try:
-            ledger.hold_as_the_only_daemon()
+            hold_as(ledger, stores, role="daemon")
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
             processor.history.extend(processor.recover())
             processor.scan()
@@ -116,7 +118,15 @@ def run_once(
             return report
         finally:
             _stop_engine()
+            if processor is not None:
+                processor.close()
             ledger.close()
+
+
+def _workspace_lock(workspace: Workspace, stores: Stores) -> contextlib.AbstractContextManager[Any]:
+    """One daemon per workspace on one machine; on a shared database the workspace is on a
+    shared drive, and the ledger holds one intake and one process per executor (``hold_as``)."""
+    return contextlib.nullcontext() if stores.shared else WorkspaceLock(workspace.state)
 
 
 def _status_text(
@@ -220,10 +230,11 @@ class Service:
         admission_for(self.config, now=datetime.now(UTC))
         ws.ensure()
         ws.remember_state()
-        with WorkspaceLock(ws.state):
+        stores = stores_for(self.config)
+        with _workspace_lock(ws, stores):
             ledger = open_ledger(ws, self.config)
             try:
-                ledger.hold_as_the_only_daemon()
+                hold_as(ledger, stores, role="daemon")
                 return self._serve(ledger)
             finally:
                 if not self._unfinished:  # a worker still writing keeps its connection to the end
@@ -342,6 +353,7 @@ class Service:
             watcher.stop()
             if not self._unfinished:
                 _stop_engine()  # a worker still in a job keeps it: the job's steps need it
+                processor.close()
             if worker is None or not worker.is_alive():
                 self._publish_status(processor, "stopped", watcher.method)
             self.log.info("daemon stopped")
@@ -408,6 +420,7 @@ class Service:
             processor.waiting,
         )
         fresh.scan()
+        processor.close()
         return fresh
 
     def _status(self, processor: Processor, watcher: InboxWatcher, *, busy: bool = False) -> str:

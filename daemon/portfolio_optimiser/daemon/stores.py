@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -14,9 +15,18 @@ from portfolio_optimiser.config import Config
 from .ledger import Ledger
 from .workspace import Workspace
 
-__all__ = ["DATABASE_URL_ENV", "Stores", "existing_ledger", "open_ledger", "stores_for"]
+__all__ = [
+    "DATABASE_URL_ENV",
+    "EXECUTOR_ENV",
+    "Stores",
+    "existing_ledger",
+    "hold_as",
+    "open_ledger",
+    "stores_for",
+]
 
 DATABASE_URL_ENV = "PORTFOLIO_OPTIMISER_DATABASE_URL"
+EXECUTOR_ENV = "PORTFOLIO_OPTIMISER_EXECUTOR"
 
 
 @dataclass(frozen=True)
@@ -34,8 +44,20 @@ def stores_for(config: Config, environ: Mapping[str, str] | None = None) -> Stor
     environ = os.environ if environ is None else environ
     url = environ.get(DATABASE_URL_ENV, "").strip() or config.scale.database_url.strip()
     # One machine is one executor ("local"): its jobs are recovered whatever its name becomes.
-    executor = config.scale.executor_id.strip() or (socket.gethostname() if url else "local")
+    named = environ.get(EXECUTOR_ENV, "").strip() or config.scale.executor_id.strip()
+    executor = named or (socket.gethostname() if url else "local")
     return Stores(url, executor)
+
+
+def hold_as(ledger: Ledger, stores: Stores, *, role: str) -> None:
+    """On a shared database: one daemon takes in the inbox, and each executor name is one
+    process (``ledger_machines``); on one machine the workspace lock is all of it."""
+    if role == "daemon":
+        ledger.hold_intake()
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ledger.hold_executor(
+        stores.executor_id, role=role, host=socket.gethostname(), pid=os.getpid(), now=now
+    )
 
 
 def open_ledger(

@@ -1,0 +1,142 @@
+"""What a bundle job's steps take from the process they run in (``durable.JobHost``): the job's
+context, its run inputs built once per job, and the count of runs started.
+
+One per process that runs jobs: the daemon (which also takes in the inbox) and each
+``portfolio-optimiser worker``. It has its own connection to the ledger, because the steps run
+on DBOS's threads while the daemon's own thread goes on taking in bundles and verdicts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
+from portfolio_optimiser.reasoning.store import Store
+
+from .job import Job, JobContext
+from .ledger import Ledger, LedgerError
+from .portfolio import Portfolio
+from .runner import RunInputs, learning_store
+from .workspace import Workspace
+
+__all__ = ["CRASHES_TO_QUARANTINE", "FAULT_ENV", "GivenUp", "RunHost", "iso"]
+
+CRASHES_TO_QUARANTINE: Final = 2
+"""Runs of one bundle that ended the process; at the next start it is quarantined, not re-run."""
+FAULT_ENV: Final = "PORTFOLIO_OPTIMISER_TEST_FAULT"
+"""TEST-ONLY: after-claim, during-run, after-charge, after-ran, after-outputs, after-spend,
+after-settle or checkpoint-<stage> makes the process SIGKILL itself at that point, so the
+crash-safety tests can kill a job between two durable steps. Read once; unset in production."""
+
+
+class GivenUp(Exception):
+    """A run that took the process down too often: never started again."""
+
+    def __init__(self, crashes: int) -> None:
+        super().__init__(crashes)  # its only argument: DBOS keeps a step's error pickled
+        self.crashes = crashes
+
+    def __str__(self) -> str:
+        return f"stopped the process {self.crashes} times"
+
+
+def iso(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class RunHost:
+    workspace: Workspace
+    config: Config
+    ledger: Ledger
+    """This host's own connection (closed with :meth:`close`)."""
+    clock: Callable[[], float]
+    log: Any
+    client_factory: ClientFactory = default_client_factory
+    environ: dict[str, str] | None = None
+    running_digest: str | None = field(default=None, init=False)
+    """The job whose pipeline run is under way (its start counted in the ledger)."""
+
+    def __post_init__(self) -> None:
+        ws = self.workspace
+        self.reasoning_store = Store(ws.state)
+        self.portfolio = Portfolio(
+            ws, self.config, self.log, lambda: learning_store(ws, self.ledger, self.log)
+        )
+        self.test_fault = (self.environ if self.environ is not None else os.environ).get(
+            FAULT_ENV, ""
+        )
+
+    def fault(self, point: str) -> None:
+        """TEST-ONLY: killed here, without cleanup, when the test fault hook names ``point``."""
+        if self.test_fault == point:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def job_context(self, job: Job) -> JobContext:
+        ws = self.workspace
+        built: list[RunInputs] = []
+
+        def inputs() -> RunInputs:
+            if not built:  # once per job, and only when it runs
+                attempt = self.ledger.next_charge_attempt(job.identity, "ran")
+                calls = itertools.count(1)
+
+                def charge(tokens: int) -> None:
+                    # Kept as billed, keyed on (workflow, step, attempt, call): a run killed
+                    # after this is still charged for it, and never twice.
+                    self.ledger.record_charge(
+                        job.identity, "ran", attempt, next(calls), tokens, now=iso(self.clock())
+                    )
+                    self.fault("after-charge")
+
+                built.append(
+                    RunInputs.build(
+                        workspace=ws,
+                        config=self.config,
+                        ledger=self.ledger,
+                        now=datetime.fromtimestamp(self.clock(), UTC),
+                        environ=self.environ,
+                        reasoning_store=self.reasoning_store,
+                        portfolio=self.portfolio,
+                        client_factory=self.client_factory,
+                        log=self.log,
+                        charge=charge,
+                    )
+                )
+            return built[0]
+
+        return JobContext(ws, self.ledger, inputs, lambda: iso(self.clock()), self.log, self.fault)
+
+    def begin_run(self, job: Job) -> None:
+        """Counted durably before it starts: a run that takes the process down twice is given
+        up, never recovered into a third crash."""
+        crashes = self.ledger.unfinished_starts(job.identity)
+        if crashes >= CRASHES_TO_QUARANTINE:
+            raise GivenUp(crashes)  # counted until the job is set aside
+        self.ledger.start_run(job.identity)
+        self.running_digest = job.identity
+
+    def end_run(self, job: Job) -> None:
+        self.ledger.finish_run(job.identity)
+        self.running_digest = None
+
+    def abandon_run(self) -> None:
+        """A stop was asked for while a run is under way: that is no crash, so its start is not
+        counted against the bundle. Called from the signal's thread while the run goes on, so
+        through a connection of its own."""
+        digest = self.running_digest
+        if digest is None:
+            return
+        with contextlib.suppress(LedgerError), self.ledger.reopen() as other:
+            other.finish_run(digest)
+
+    def close(self) -> None:
+        self.ledger.close()

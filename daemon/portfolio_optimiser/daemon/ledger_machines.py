@@ -1,0 +1,122 @@
+"""The machines that share one ledger: which process takes in the inbox, which executors are
+alive, and the stores only one of them may write at a time. Part of :class:`Ledger`.
+
+On a shared PostgreSQL each of these is a session advisory lock, held on the process's ledger
+connection, so it ends with the process however it ends (a SIGKILLed machine's lock is gone when
+PostgreSQL notices its connection is). On one machine's SQLite file there is one process, and the
+workspace lock (``lock``) is all of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from .db import Database
+from .ledger_schema import LedgerError
+
+__all__ = ["INTAKE_LOCK", "SPEND_LOCK", "LedgerMachines", "Machine"]
+
+INTAKE_LOCK: Final = 7_153_110_003
+"""Held by the one daemon that takes in the inbox and the verdicts, and writes the wiki and the
+portfolio report."""
+SPEND_LOCK: Final = 7_153_110_004
+"""Held by whichever job is writing ``outbox/spend.json``."""
+_EXECUTOR_LOCKS: Final = 7_153_111
+"""The namespace of the per-executor locks (the second key is the executor id's hash)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """A daemon or worker that worked on this ledger, and whether it is working now."""
+
+    executor: str
+    role: str
+    host: str
+    pid: int
+    started: str
+    seen: str
+    alive: bool
+
+
+class LedgerMachines:
+    _db: Database
+    _url: str | None
+
+    def hold_intake(self) -> None:
+        """This daemon takes in the inbox; a second daemon on the same database is refused (its
+        machine adds a worker instead)."""
+        if self._url is None:
+            return
+        row = self._db.one("SELECT pg_try_advisory_lock(?)", (INTAKE_LOCK,))
+        if not (row and row[0]):
+            intake = [m for m in self.machines() if m.role == "daemon" and m.alive]
+            who = f" (on {intake[0].host}, pid {intake[0].pid})" if intake else ""
+            raise LedgerError(
+                f"another daemon already takes in this workspace's inbox{who} through the "
+                f"shared ledger; on this machine start `portfolio-optimiser worker` "
+                "instead, which shares its jobs"
+            )
+
+    def hold_executor(self, executor: str, *, role: str, host: str, pid: int, now: str) -> None:
+        """This process is ``executor`` until it ends: DBOS recovers that executor's jobs here,
+        so two processes under one name would run them twice. Refused with the holder's name."""
+        if self._url is None:
+            return
+        row = self._db.one(
+            "SELECT pg_try_advisory_lock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor)
+        )
+        if not (row and row[0]):
+            held = next((m for m in self.machines() if m.executor == executor), None)
+            who = f" by a {held.role} on {held.host} (pid {held.pid})" if held else ""
+            raise LedgerError(
+                f"the executor {executor!r} is already working{who}; give this one its own "
+                "name with --executor NAME (or PORTFOLIO_OPTIMISER_EXECUTOR)"
+            )
+        self._db.write(
+            "INSERT INTO machines (executor, role, host, pid, started, seen)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (executor) DO UPDATE SET role = excluded.role,"
+            " host = excluded.host, pid = excluded.pid, started = excluded.started,"
+            " seen = excluded.seen",
+            (executor, role, host, pid, now, now),
+        )
+
+    def seen(self, executor: str, *, now: str) -> None:
+        """A heartbeat: when this executor last said it works (shown by ``status``)."""
+        self._db.write("UPDATE machines SET seen = ? WHERE executor = ?", (now, executor))
+
+    def executor_alive(self, executor: str) -> bool:
+        """Whether a process holds ``executor`` now (its lock, not its last heartbeat)."""
+        if self._url is None:
+            return False
+        row = self._db.one(
+            "SELECT pg_try_advisory_lock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor)
+        )
+        if row and row[0]:
+            self._db.one("SELECT pg_advisory_unlock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor))
+            return False
+        return True
+
+    def machines(self) -> list[Machine]:
+        rows = self._db.all(
+            "SELECT executor, role, host, pid, started, seen FROM machines ORDER BY executor"
+        )
+        return [
+            Machine(str(e), str(r), str(h), int(p), str(s), str(n), self.executor_alive(str(e)))
+            for e, r, h, p, s, n in rows
+        ]
+
+    @contextlib.contextmanager
+    def one_writer(self, key: int) -> Iterator[None]:
+        """The block runs while no other machine runs one under ``key`` (a file many machines
+        publish, such as ``spend.json``: read, changed and written by one at a time)."""
+        if self._url is None:  # one machine: one process runs jobs
+            yield
+            return
+        self._db.one("SELECT pg_advisory_lock(?)", (key,))
+        try:
+            yield
+        finally:
+            self._db.one("SELECT pg_advisory_unlock(?)", (key,))

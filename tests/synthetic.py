@@ -135,3 +135,29 @@ def generate(seed: int, n_projects: int = 30, planted_share: float = 0.10) -> Sy
         )
         projects.append(SyntheticProject(pid, category, files, mine))
     return SyntheticPortfolio(seed, projects)
+
+
+def tiny_project(root: Path, i: int) -> Path:
+    """A small project that shares no priced line with another (no reference class forms, so
+    the portfolio never moves under it): for the tests that run hundreds of projects."""
+    pid = f"tiny-{i:03d}"
+    amount = 1_000_000 + 1_000 * i
+    files = {
+        "project.md": (
+            f"---\ntype: project\nid: {pid}\nname: Tiny {i}\ncategory: school\ncurrency: NOK\n"
+            f"base_estimate_nok: {amount * 2}\n---\n\n# Tiny {i}\n\nA small school.\n"
+        ),
+        "cost/01.md": _cost_line("01", "Felleskostnader", amount, None),
+        "cost/09.md": _cost_line("09", "Spesielle kostnader", amount, None),
+        "kuttliste/k-01.md": (
+            "---\ntype: measure-option\nid: k-01\ntitle: Furniture through the framework "
+            'agreement\nmeasure_type: procurement\naffected_codes: ["09"]\n'
+            f"estimated_saving_nok: {amount // 10}\n---\n\n# Furniture\n\n"
+            "A reduction on [09](../cost/09.md).\n"
+        ),
+        "index.md": (
+            f"# Tiny {i}\n\n* [Project](project.md)\n\n## Cost\n\n* [01](cost/01.md)\n"
+            "* [09](cost/09.md)\n\n## Kuttliste\n\n* [k-01](kuttliste/k-01.md)\n"
+        ),
+    }
+    return SyntheticProject(pid, "school", files).write(root)

@@ -18,7 +18,7 @@ from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 
-from . import commands, daemon_commands, reasoning_commands
+from . import commands, daemon_commands, reasoning_commands, scale_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -153,6 +153,28 @@ def build_parser() -> argparse.ArgumentParser:
         "put a quarantined bundle from outbox/failed/ back into the inbox",
         daemon_commands.retry,
     ).add_argument("name", metavar="NAME")
+    _command(
+        sub,
+        "worker",
+        "on a shared database: take bundle jobs from the queue every machine shares, until SIGTERM",
+        scale_commands.worker,
+    ).add_argument(
+        "--executor",
+        metavar="NAME",
+        help="this worker's name among the machines (default: PORTFOLIO_OPTIMISER_EXECUTOR, "
+        "else the host name); restarted under the same name, it finishes its own jobs",
+    )
+    _command(
+        sub,
+        "recover",
+        "on a shared database: hand the jobs of a machine that is gone to the live workers",
+        scale_commands.recover,
+    ).add_argument(
+        "--executor",
+        metavar="NAME",
+        required=True,
+        help="the dead machine's executor name (status lists them)",
+    )
     return parser
 
 

@@ -29,6 +29,7 @@ from portfolio_optimiser.reasoning.report import handover, task_status, tasks_of
 from portfolio_optimiser.reasoning.store import Store, availability_now
 
 from .commands import resolve_config, say
+from .scale_commands import say_shared
 
 __all__ = ["advisors", "explain", "plan_preview", "status"]
 
@@ -163,6 +164,8 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     from portfolio_optimiser.daemon.job import Job
     from portfolio_optimiser.daemon.stores import existing_ledger, stores_for
 
+    from .scale_commands import shared_view
+
     ws = Workspace.at(workspace)
     last: dict[str, Any] = {}
     if ws.status_file.is_file():
@@ -173,6 +176,7 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     holder = _running_holder(ws.state / "daemon.lock")
     counts: dict[str, int] = {}
     in_flight: list[dict[str, str]] = []
+    shared: dict[str, Any] | None = None
     held = 0
     ledger = existing_ledger(ws, config)
     where = "SQLite in the state directory"
@@ -188,12 +192,20 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
                 in_flight.append({"bundle": job.name, "stage": job.stage.value, "run": job.run_id})
             if stores_for(config).shared:
                 where = f"PostgreSQL {ledger.path}"
+                shared = shared_view(stores_for(config).database_url, ledger)
     stores = stores_for(config)
     runs = sorted((ws.outbox / "runs").glob("*/*")) if (ws.outbox / "runs").is_dir() else []
-    return {
-        "state": (f"running (pid {holder.pid})" if holder.pid else "running")
+    state = (
+        (f"running (pid {holder.pid})" if holder.pid else "running")
         if holder is not None
-        else "not running",
+        else "not running"
+    )
+    if shared is not None:  # no workspace lock on a shared drive: the intake's machine says
+        intake = [m for m in shared["machines"] if m["role"] == "daemon" and m["alive"]]
+        if intake:
+            state = f"running (pid {intake[0]['pid']} on {intake[0]['host']})"
+    return {
+        "state": state,
         "ledger": counts,
         "waiting": dict(last.get("waiting") or {}),
         "pending": last.get("pending", 0),
@@ -202,6 +214,7 @@ def _daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         "held_tokens": held,
         "database": where,
         "executor": stores.executor_id,
+        "shared": shared,
     }
 
 
@@ -279,6 +292,8 @@ def status(args: argparse.Namespace) -> int:
     )
     for job in daemon["jobs_in_flight"]:
         say(f"  {job['bundle']}: past {job['stage']} (run {job['run']})")
+    if daemon["shared"] is not None:
+        say_shared(daemon["shared"])
     if report.is_file():
         say(f"portfolio: {report} (every project's latest run, its verdicts and what awaits one)")
     for name, reason in daemon["waiting"].items():

@@ -34,7 +34,8 @@ CRASHES_TO_QUARANTINE: Final = 2
 FAULT_ENV: Final = "PORTFOLIO_OPTIMISER_TEST_FAULT"
 """TEST-ONLY: after-claim, during-run, after-charge, after-ran, after-outputs, after-spend,
 after-settle or checkpoint-<stage> makes the process SIGKILL itself at that point, so the
-crash-safety tests can kill a job between two durable steps. Read once; unset in production."""
+crash-safety tests can kill a job between two durable steps; ``point@N`` the Nth time the process
+reaches it. Read once; unset in production."""
 
 
 class GivenUp(Exception):
@@ -71,14 +72,16 @@ class RunHost:
         self.portfolio = Portfolio(
             ws, self.config, self.log, lambda: learning_store(ws, self.ledger, self.log)
         )
-        self.test_fault = (self.environ if self.environ is not None else os.environ).get(
-            FAULT_ENV, ""
-        )
+        fault = (self.environ if self.environ is not None else os.environ).get(FAULT_ENV, "")
+        point, _at, nth = fault.partition("@")
+        self.test_fault, self._fault_left = point, int(nth or 1)
 
     def fault(self, point: str) -> None:
         """TEST-ONLY: killed here, without cleanup, when the test fault hook names ``point``."""
         if self.test_fault == point:
-            os.kill(os.getpid(), signal.SIGKILL)
+            self._fault_left -= 1
+            if self._fault_left <= 0:
+                os.kill(os.getpid(), signal.SIGKILL)
 
     def job_context(self, job: Job) -> JobContext:
         ws = self.workspace

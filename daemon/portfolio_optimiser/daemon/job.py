@@ -32,6 +32,7 @@ from portfolio_optimiser.pipeline.outcome import RunResult
 
 from .claim import release
 from .ledger import Ledger
+from .ledger_machines import SPEND_LOCK
 from .runner import RunInputs, run_pipeline
 from .workspace import Workspace
 
@@ -214,19 +215,21 @@ def charged(job: Job, ctx: JobContext) -> Job:
     # Every attempt's billed tokens, kept as they were billed (a killed attempt's too); never
     # less than the finished run reported.
     tokens = max(job.summary.tokens, ctx.ledger.charged_tokens(job.identity))
-    spend = read_spend(spend_file)  # strict: a corrupt ledger stops, never reads zero
-    if all(run.run_id != charge for run in spend.runs):  # once, even when this stage runs again
-        write_spend(
-            spend_file,
-            spend.add_run(
-                run_id=charge,
-                project_id=job.summary.project_id,
-                tokens=tokens,
-                budget_stop=job.summary.budget_stop,
-            ),
-            stamp=ctx.stamp(),
-        )
-        ctx.fault("after-spend")
+    # Read, changed and published by one job at a time on every machine (the ledger's lock).
+    with ctx.ledger.one_writer(SPEND_LOCK):
+        spend = read_spend(spend_file)  # strict: a corrupt ledger stops, never reads zero
+        if all(run.run_id != charge for run in spend.runs):  # once, even when run again
+            write_spend(
+                spend_file,
+                spend.add_run(
+                    run_id=charge,
+                    project_id=job.summary.project_id,
+                    tokens=tokens,
+                    budget_stop=job.summary.budget_stop,
+                ),
+                stamp=ctx.stamp(),
+            )
+            ctx.fault("after-spend")
     ctx.ledger.release(job.identity)  # what it spent is in the spend file now, not held
     return job.at(Stage.CHARGED)
 

@@ -1,0 +1,138 @@
+"""``portfolio-optimiser worker`` and ``recover --executor``: more machines on one portfolio.
+
+Decides: what a worker is — a process that takes bundle jobs from the shared queue, one at a
+time, and runs their stages (``durable``, ``host``) — and how a dead machine's jobs are handed to
+the live ones. A worker claims nothing and writes none of the stores the daemon owns (the inbox,
+verdicts, the wiki and its log, the portfolio report, the reference classes): it writes a job's
+run folder, its ledger rows and its line in ``spend.json`` (under the ledger's lock). It holds
+its executor name in the ledger for its whole life, so two processes never recover one name's
+jobs twice; killed, it loses nothing, and restarted under the same name it finishes its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.errors import UserError
+from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
+
+from .host import RunHost, iso
+from .ledger import Ledger
+from .stores import Stores, hold_as, stores_for
+from .workspace import Workspace
+
+__all__ = ["HEARTBEAT_S", "NotShared", "recover_executor", "serve_worker", "worker_stores"]
+
+HEARTBEAT_S: Final = 10.0
+"""How often a worker says it works (``status`` shows when each was last seen)."""
+
+
+class NotShared(UserError):
+    """Workers share a PostgreSQL; without one there is nothing to share."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(
+            f"`{command}` needs the shared database: set [scale] database_url (or "
+            "PORTFOLIO_OPTIMISER_DATABASE_URL) to the PostgreSQL the daemon uses; on one "
+            "machine the daemon runs every job itself"
+        )
+
+
+def worker_stores(
+    config: Config, environ: dict[str, str] | None, executor: str | None, command: str
+) -> Stores:
+    stores = stores_for(config, environ)
+    if not stores.shared:
+        raise NotShared(command)
+    if executor:
+        stores = dataclasses.replace(stores, executor_id=executor.strip())
+    return stores
+
+
+def serve_worker(
+    workspace: Workspace,
+    config: Config,
+    *,
+    log: Any,
+    stop: threading.Event,
+    executor: str | None = None,
+    environ: dict[str, str] | None = None,
+    client_factory: ClientFactory = default_client_factory,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Take jobs from the shared queue until ``stop`` is set."""
+    from .durable import engine_for, stop_engine
+
+    stores = worker_stores(config, environ, executor, "worker")
+    workspace.ensure()
+    ledger = Ledger.connect(stores.database_url)
+    host: RunHost | None = None
+    try:
+        hold_as(ledger, stores, role="worker")
+        host = RunHost(workspace, config, ledger.reopen(), clock, log, client_factory, environ)
+        engine = engine_for(
+            stores.database_url,
+            executor_id=stores.executor_id,
+            log=log,
+            shared=True,
+            jobs_at_once=config.scale.jobs_at_once,
+        )
+        engine.serve(host)
+        log.info(
+            "worker started",
+            executor=stores.executor_id,
+            workspace=str(workspace.root),
+            database=str(ledger.path),
+        )
+        while not stop.wait(HEARTBEAT_S):
+            ledger.seen(stores.executor_id, now=iso(clock()))
+        # A job in hand stays under way for this name: its next start finishes it. A stop is no
+        # crash, so its start is not counted against the bundle.
+        host.abandon_run()
+        log.info("worker stopped", executor=stores.executor_id)
+        return 0
+    finally:
+        stop_engine()
+        if host is not None:
+            host.close()
+        ledger.close()
+
+
+def recover_executor(
+    config: Config, executor: str, *, log: Any, environ: dict[str, str] | None = None
+) -> int:
+    """Hand the jobs a dead machine had under way back to the queue, for any live worker; how
+    many. Refused while that executor is alive (its jobs are its own to finish)."""
+    from .durable import engine_for, stop_engine
+
+    stores = worker_stores(config, environ, None, "recover")
+    with Ledger.connect(stores.database_url) as ledger:
+        if ledger.executor_alive(executor):
+            known = next((m for m in ledger.machines() if m.executor == executor), None)
+            where = f" (a {known.role} on {known.host}, pid {known.pid})" if known else ""
+            raise UserError(
+                f"the executor {executor!r} is still working{where}; it finishes its own "
+                "jobs — stop it first, or recover only a machine that is gone"
+            )
+    # An executor of its own that runs nothing: it only hands the jobs over.
+    engine = engine_for(
+        stores.database_url,
+        executor_id=f"recover@{socket.gethostname()}.{os.getpid()}",
+        log=log,
+        shared=True,
+        jobs_at_once=config.scale.jobs_at_once,
+        runs_jobs=False,
+    )
+    try:
+        handed = engine.recover([executor])
+    finally:
+        stop_engine()
+    log.info("jobs handed over", executor=executor, jobs=handed)
+    return handed

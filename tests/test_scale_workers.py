@@ -1,0 +1,250 @@
+"""Many machines on one portfolio: a daemon takes in the inbox, workers take its jobs from the
+queue they share in PostgreSQL, and the portfolio's budget holds across all of them.
+
+Real parts, started by the tests: PostgreSQL (``tests/postgres.py``), a loopback model server
+that bills every answer (``fakes.llm_server``), and the CLI's own ``run`` and ``worker``
+processes, one of them SIGKILLed at seeded stages and restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from portfolio_optimiser.daemon.ledger import Ledger
+
+from .daemon_helpers import (
+    Processes,
+    Running,
+    config_with_local_server,
+    make_workspace,
+    run_cli,
+)
+from .fakes.llm_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeLLMServer
+from .synthetic import tiny_project
+
+pytestmark = pytest.mark.postgres
+
+PROJECTS = 200
+BILLED_PER_CALL = PROMPT_TOKENS + COMPLETION_TOKENS
+RUN_TOKENS = 60_000
+"""Each run's claim on the portfolio; a run here spends a few dozen."""
+SEED = int(os.environ.get("PORTFOLIO_OPTIMISER_TEST_SEED", "20261202"))
+WORKER_FAULTS = (
+    "during-run",
+    "after-ran",
+    "checkpoint-ran",
+    "after-outputs",
+    "checkpoint-published",
+    "after-spend",
+    "checkpoint-charged",
+    "after-settle",
+    "checkpoint-settled",
+)
+"""Where a worker may die between two durable steps (``after-charge``, mid-run after a model
+call was billed, is always one of the three kills)."""
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer(content="The figures hold.\nVERDICT: APPROVE") as running:
+        yield running
+
+
+def _config(path: Path, base_url: str, *, portfolio_tokens: int) -> str:
+    config_with_local_server(path, base_url)
+    text = path.read_text("utf-8")
+    for key, value in (("run_tokens", RUN_TOKENS), ("portfolio_tokens", portfolio_tokens)):
+        text, count = re.subn(rf"(?m)^{key} = \d+", f"{key} = {value}", text)
+        assert count == 1, key
+    path.write_text(text, "utf-8")
+    return str(path)
+
+
+def _workspace(tmp_path: Path, n: int) -> Path:
+    ws = make_workspace(tmp_path / "ws")
+    for i in range(n):
+        tiny_project(ws / "inbox" / "projects" / f"tiny-{i:03d}", i)
+    return ws
+
+
+def _env(url: str, executor: str, fault: str = "") -> dict[str, str]:
+    env = {
+        "PORTFOLIO_OPTIMISER_DATABASE_URL": url,
+        "PORTFOLIO_OPTIMISER_EXECUTOR": executor,
+        "PORTFOLIO_OPTIMISER_REASONING_MODE": "offline",  # the local advisor is asked
+    }
+    if fault:
+        env["PORTFOLIO_OPTIMISER_TEST_FAULT"] = fault
+    return env
+
+
+def _calls(server: FakeLLMServer) -> int:
+    return len([r for r in server.requests if r.path.endswith("/chat/completions")])
+
+
+def _done(url: str) -> tuple[int, int]:
+    with Ledger.connect(url) as ledger:
+        return len(ledger.items("done")), len(ledger.jobs(unfinished=True))
+
+
+def _stop(*processes: Running) -> None:
+    for running in processes:
+        if running.popen.poll() is None:
+            running.popen.send_signal(signal.SIGTERM)
+    for running in processes:
+        assert running.wait(60) == 0, running.stderr()[-3000:]
+
+
+def _workflows(url: str) -> list[tuple[str, int]]:
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        rows = db.execute(
+            "SELECT status, COUNT(*) FROM dbos.workflow_status GROUP BY status ORDER BY status"
+        ).fetchall()
+    return [(str(status), int(n)) for status, n in rows]
+
+
+def _executors(url: str) -> set[str]:
+    """The executors that finished a job."""
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        rows = db.execute("SELECT DISTINCT executor_id FROM dbos.workflow_status").fetchall()
+    return {str(executor) for (executor,) in rows}
+
+
+def _spend(ws: Path) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = json.loads((ws / "outbox" / "spend.json").read_text())["runs"]
+    return runs
+
+
+def _run_folders(ws: Path) -> dict[str, list[str]]:
+    runs = ws / "outbox" / "runs"
+    return {
+        project.name: [r.name for r in project.iterdir() if not r.name.startswith(".")]
+        for project in sorted(runs.iterdir())
+    }
+
+
+@pytest.mark.loadbearing
+def test_two_workers_one_killed_three_times_run_every_project_once_and_charge_it_once(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> None:
+    rng = random.Random(SEED)
+    kills = ["after-charge", *rng.sample(WORKER_FAULTS, 2)]
+    rng.shuffle(kills)
+    # The Nth time the point is reached, N ≥ 2: the job a restart recovers first is never the
+    # one killed again (twice would set it aside, as it should).
+    kills = [f"{point}@{rng.randint(2, 3)}" for point in kills]
+    seen = f"seed {SEED}, kills {kills}"
+    url = postgres.new_database()
+    ws = _workspace(tmp_path, PROJECTS)
+    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=10_000_000)
+    processes = Processes(tmp_path / "proc")
+    try:
+        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        other = processes.start("worker", ws, "--config", config, env=_env(url, "w2"))
+        killed = processes.start("worker", ws, "--config", config, env=_env(url, "w1", kills[0]))
+        deaths = 0
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if killed.popen.poll() is not None:
+                assert killed.popen.returncode == -signal.SIGKILL, killed.stderr()[-3000:]
+                deaths += 1
+                fault = kills[deaths] if deaths < len(kills) else ""
+                killed = processes.start(
+                    "worker", ws, "--config", config, env=_env(url, "w1", fault)
+                )
+            for running in (daemon, other):
+                assert running.popen.poll() is None, running.stderr()[-3000:]
+            if _done(url) == (PROJECTS, 0):
+                break
+            time.sleep(0.5)
+        assert _done(url) == (PROJECTS, 0), f"{_done(url)} after 600 s; {seen}"
+        status = run_cli("status", ws, "--config", config, "--json", env=_env(url, "status"))
+        _stop(daemon, other, killed)
+    finally:
+        processes.close()
+    assert deaths == 3, f"the worker was killed {deaths} times, not 3; {seen}"
+    folders = _run_folders(ws)
+    assert len(folders) == PROJECTS and all(len(r) == 1 for r in folders.values()), seen
+    spend = _spend(ws)
+    assert sorted(run["project_id"] for run in spend) == sorted(folders), "each run charged once"
+    assert sum(run["tokens"] for run in spend) == _calls(server) * BILLED_PER_CALL, (
+        f"every token the server billed, a killed attempt's included, charged once; {seen}"
+    )
+    assert _workflows(url) == [("SUCCESS", PROJECTS)], "one workflow per identity, all finished"
+    with Ledger.connect(url) as ledger:
+        assert ledger.holders() == [], "no hold on the budget is left behind"
+    assert {"w1", "w2"} <= _executors(url), "both workers took jobs"
+    assert list((ws / ".state" / "claimed").iterdir()) == [], "nothing is left claimed"
+    assert sorted(p.name for p in (ws / "bundles" / "projects").iterdir()) == sorted(folders)
+    shown = json.loads(status.stdout)["daemon"]["shared"]
+    assert {m["executor"] for m in shown["machines"] if m["alive"]} >= {"intake", "w2"}
+    assert shown["queue_depth"] == 0
+
+
+def test_a_cap_that_funds_150_of_200_runs_exactly_150_across_the_workers(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> None:
+    # What one run spends here, measured on one machine first (the same shape of project).
+    probe = make_workspace(tmp_path / "probe")
+    tiny_project(probe / "inbox" / "projects" / "tiny-999", 999)
+    probe_config = _config(tmp_path / "probe.toml", server.base_url, portfolio_tokens=10**7)
+    ran = run_cli(
+        "once",
+        probe,
+        "--config",
+        probe_config,
+        env={"PORTFOLIO_OPTIMISER_REASONING_MODE": "offline"},
+        timeout_s=120,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    (one,) = _spend(probe)
+    per_run = int(one["tokens"])
+    assert 0 < per_run < RUN_TOKENS
+    # 149 runs spent leave one claim's worth: the 150th starts, and then none can.
+    cap = 149 * per_run + RUN_TOKENS
+    url = postgres.new_database()
+    ws = _workspace(tmp_path, PROJECTS)
+    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=cap)
+    processes = Processes(tmp_path / "proc")
+    try:
+        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        workers = [
+            processes.start("worker", ws, "--config", config, env=_env(url, name))
+            for name in ("w1", "w2")
+        ]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and _done(url) != (150, 0):
+            for running in (daemon, *workers):
+                assert running.popen.poll() is None, running.stderr()[-3000:]
+            time.sleep(0.5)
+        time.sleep(3)  # long enough for a wrongly admitted 151st to be claimed
+        assert _done(url) == (150, 0)
+        status = run_cli("status", ws, "--config", config, "--json", env=_env(url, "status"))
+        _stop(daemon, *workers)
+    finally:
+        processes.close()
+    assert len(_run_folders(ws)) == 150
+    waiting = sorted(p.name for p in (ws / "inbox" / "projects").iterdir())
+    assert len(waiting) == 50, "the rest wait in the inbox, unclaimed"
+    assert _workflows(url) == [("SUCCESS", 150)], "none of the 50 was started"
+    assert sum(run["tokens"] for run in _spend(ws)) <= cap
+    said = json.loads(status.stdout)["daemon"]
+    assert sorted(said["waiting"]) == waiting
+    assert all("waiting for budget" in why for why in said["waiting"].values())
+    with Ledger.connect(url) as ledger:
+        assert ledger.holders() == []
+    assert {"w1", "w2"} <= _executors(url), "both workers took jobs"

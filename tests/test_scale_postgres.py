@@ -81,3 +81,45 @@ def test_a_second_daemon_on_the_same_shared_database_is_refused(postgres: Any) -
             second.hold_intake()
     with Ledger.connect(url) as after:
         after.hold_intake()  # the first one's ended with its connection
+
+
+@pytest.mark.loadbearing
+def test_spend_json_is_changed_by_one_job_at_a_time_on_every_machine(
+    tmp_path: Path, postgres: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from portfolio_optimiser.daemon import job as stages
+    from portfolio_optimiser.daemon.job import Job, JobContext, RunSummary, Stage
+    from portfolio_optimiser.daemon.workspace import Workspace
+    from portfolio_optimiser.pipeline.budget import read_spend
+
+    url = postgres.new_database()
+    ws = Workspace(root=tmp_path / "ws", state=tmp_path / "ws" / ".state")
+    ws.ensure()
+    real_write = stages.write_spend
+
+    def slow_write(*args: Any, **kwargs: Any) -> None:
+        time.sleep(0.05)  # between the read and the write: where another machine would step in
+        real_write(*args, **kwargs)
+
+    monkeypatch.setattr(stages, "write_spend", slow_write)
+
+    def charge(i: int) -> None:
+        with Ledger.connect(url) as ledger:  # a machine of its own
+            context = JobContext(
+                ws, ledger, lambda: None, lambda: "2026-12-02T00:00:00Z", None, lambda _: None
+            )  # type: ignore[arg-type]
+            summary = RunSummary(f"p-{i}", 10 + i, None, ())
+            job = Job(f"{i:064d}", f"p-{i}", "", "", "2026-12-02T00:00:00Z", False)
+            stages.charged(job.at(Stage.PUBLISHED, summary), context)
+
+    machines = [threading.Thread(target=charge, args=(i,)) for i in range(6)]
+    for machine in machines:
+        machine.start()
+    for machine in machines:
+        machine.join(60)
+    spend = read_spend(ws.spend_file)
+    assert sorted(run.project_id for run in spend.runs) == [f"p-{i}" for i in range(6)]
+    assert spend.spent_tokens == sum(10 + i for i in range(6))

@@ -248,3 +248,54 @@ def test_a_cap_that_funds_150_of_200_runs_exactly_150_across_the_workers(
     with Ledger.connect(url) as ledger:
         assert ledger.holders() == []
     assert {"w1", "w2"} <= _executors(url), "both workers took jobs"
+
+
+def test_a_dead_machines_job_is_handed_to_a_live_one_and_a_live_one_is_never_taken_over(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> None:
+    url = postgres.new_database()
+    ws = _workspace(tmp_path, 3)
+    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=10_000_000)
+    alone = run_cli("worker", ws, "--config", config, env={"PORTFOLIO_OPTIMISER_EXECUTOR": "x"})
+    assert alone.returncode == 1 and "needs the shared database" in alone.stderr, alone.stderr
+    processes = Processes(tmp_path / "proc")
+    try:
+        # w1 dies in the middle of its first job, and is never started again.
+        dead = processes.start(
+            "worker", ws, "--config", config, env=_env(url, "w1", "after-outputs")
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _machines_alive(url, "w1"):
+            time.sleep(0.2)
+        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        assert dead.wait(120) == -signal.SIGKILL, dead.stderr()[-3000:]
+        twin = run_cli("worker", ws, "--config", config, env=_env(url, "intake"))
+        assert twin.returncode == 1 and "already working" in twin.stderr, twin.stderr
+        refused = run_cli(
+            "recover", ws, "--config", config, "--executor", "intake", env=_env(url, "r")
+        )
+        assert refused.returncode == 1 and "still working" in refused.stderr, refused.stderr
+        while time.monotonic() < deadline and _done(url)[0] < 2:
+            time.sleep(0.2)
+        time.sleep(1.0)
+        assert _done(url) == (2, 1), "the dead machine's job waits for it"
+        shown = run_cli("status", ws, "--config", config, env=_env(url, "status"))
+        assert "recover --executor w1" in shown.stdout, shown.stdout
+        handed = run_cli("recover", ws, "--config", config, "--executor", "w1", env=_env(url, "r"))
+        assert handed.returncode == 0, handed.stderr[-3000:]
+        assert "1 job(s) of w1 handed back" in handed.stdout, handed.stdout
+        while time.monotonic() < deadline and _done(url) != (3, 0):
+            time.sleep(0.2)
+        assert _done(url) == (3, 0)
+        _stop(daemon)
+    finally:
+        processes.close()
+    folders = _run_folders(ws)
+    assert len(folders) == 3 and all(len(r) == 1 for r in folders.values())
+    assert len(_spend(ws)) == 3
+    assert _workflows(url) == [("SUCCESS", 3)]
+
+
+def _machines_alive(url: str, executor: str) -> bool:
+    with Ledger.connect(url) as ledger:
+        return any(m.executor == executor and m.alive for m in ledger.machines())

@@ -843,7 +843,7 @@ def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
 ) -> None:
     """Its run stands: `retry` takes the job up where it stopped, never running or charging it
     twice, and never meeting its own published bytes as someone else's."""
-    from portfolio_optimiser.cli.reasoning_commands import _daemon_view
+    from portfolio_optimiser.cli.daemon_view import daemon_view
     from portfolio_optimiser.daemon import job
     from portfolio_optimiser.daemon.retry import retry_quarantined
 
@@ -864,7 +864,7 @@ def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
     drop_bundle(workspace)
     [first] = settle(processor, clock)
     assert first.state == "failed", first
-    shown = _daemon_view(workspace.root, processor.config)
+    shown = daemon_view(workspace.root, processor.config)
     assert shown["jobs_in_flight"] == [], "set aside, waiting for `retry`: not in flight"
     assert processor.ledger.reserved_tokens() == processor.config.budget.run_tokens, (
         "what it was billed is held until it is charged"

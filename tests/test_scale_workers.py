@@ -36,7 +36,7 @@ pytestmark = pytest.mark.postgres
 
 PROJECTS = 200
 BILLED_PER_CALL = PROMPT_TOKENS + COMPLETION_TOKENS
-RUN_TOKENS = 60_000
+RUN_TOKENS = 3_000
 """Each run's claim on the portfolio; a run here spends a few dozen."""
 SEED = int(os.environ.get("PORTFOLIO_OPTIMISER_TEST_SEED", "20261202"))
 WORKER_FAULTS = (

@@ -11,11 +11,16 @@ own bytes (``job``). Each step also starts from the ledger's checkpoint of the j
 re-run after the checkpoint (a crash between the ledger's commit and DBOS's) returns what it
 stored instead of doing its work twice.
 
-The system database is SQLite in the state directory on one machine, else the shared
-PostgreSQL (``stores``). DBOS runs only while there is work: launched for a job (or for the
-recovery of one), stopped at the daemon's first idle tick. Launched, its threads poll its tables
-(2–4 % of a core here on SQLite); stopping takes about 0.1 s and launching again about 0.02 s,
-far less than any run, so an idle daemon costs what it cost before.
+On one machine the system database is SQLite in the state directory and a job's workflow runs in
+the daemon itself, when the wave that claimed it asks for its result. On a shared PostgreSQL
+(``stores``) it is enqueued on ``bundle-jobs`` under its identity, and whichever process is free
+takes it: the daemon or a ``worker`` (``worker``), one job at a time each, ``[scale]
+jobs_at_once`` for all together. A process killed mid-job is recovered by DBOS when it starts
+again under the same executor name; ``recover --executor`` hands a dead one's jobs back to the
+queue. DBOS runs only while there is work in the daemon: launched for a job (or for the
+recovery of one), stopped at its first idle tick. Launched, its threads poll its tables (2–4 %
+of a core here on SQLite); stopping takes about 0.1 s and launching again about 0.02 s, far
+less than any run, so an idle daemon costs what it cost before. A worker keeps it launched.
 """
 
 from __future__ import annotations

@@ -1,0 +1,94 @@
+"""What ``status`` says of the daemon: what it last said (status.json), its ledger's counts,
+the jobs in flight, who holds the workspace, and on a shared database every machine and the
+queue (``scale_commands.shared_view``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser.config import Config
+from portfolio_optimiser.daemon.workspace import Workspace
+
+__all__ = ["daemon_view"]
+
+
+def _running_holder(lock: Path) -> Any:
+    """The lock's holder if a process holds it now (a killed holder's stale record is ignored)."""
+    import fcntl
+    import os
+
+    from portfolio_optimiser.daemon.lock import read_holder
+
+    if not lock.is_file():
+        return None
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return read_holder(lock)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
+    """What the daemon last said (status.json), its ledger's counts and who holds the lock."""
+    from portfolio_optimiser.daemon.job import Job
+    from portfolio_optimiser.daemon.stores import existing_ledger, stores_for
+
+    from .scale_commands import shared_view
+
+    ws = Workspace.at(workspace)
+    last: dict[str, Any] = {}
+    if ws.status_file.is_file():
+        try:
+            last = json.loads(ws.status_file.read_text("utf-8"))
+        except ValueError:
+            last = {}
+    holder = _running_holder(ws.state / "daemon.lock")
+    counts: dict[str, int] = {}
+    in_flight: list[dict[str, str]] = []
+    shared: dict[str, Any] | None = None
+    held = 0
+    ledger = existing_ledger(ws, config)
+    where = "SQLite in the state directory"
+    if ledger is not None:
+        with ledger:
+            counts = ledger.counts()
+            held = ledger.reserved_tokens()
+            for job in map(Job.from_json, ledger.jobs(unfinished=True)):
+                item = ledger.get(job.identity)
+                # One quarantined after its run waits in outbox/failed/ for `retry`, not in flight.
+                if item is not None and item.state == "failed":
+                    continue
+                in_flight.append({"bundle": job.name, "stage": job.stage.value, "run": job.run_id})
+            if stores_for(config).shared:
+                where = f"PostgreSQL {ledger.path}"
+                shared = shared_view(stores_for(config).database_url, ledger)
+    stores = stores_for(config)
+    runs = sorted((ws.outbox / "runs").glob("*/*")) if (ws.outbox / "runs").is_dir() else []
+    state = (
+        (f"running (pid {holder.pid})" if holder.pid else "running")
+        if holder is not None
+        else "not running"
+    )
+    if shared is not None:  # no workspace lock on a shared drive: the intake's machine says
+        intake = [m for m in shared["machines"] if m["role"] == "daemon" and m["alive"]]
+        if intake:
+            state = f"running (pid {intake[0]['pid']} on {intake[0]['host']})"
+    return {
+        "state": state,
+        "ledger": counts,
+        "waiting": dict(last.get("waiting") or {}),
+        "pending": last.get("pending", 0),
+        "runs": len([r for r in runs if r.is_dir() and not r.name.startswith(".")]),
+        "jobs_in_flight": in_flight,
+        "held_tokens": held,
+        "database": where,
+        "executor": stores.executor_id,
+        "shared": shared,
+    }

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,12 @@ from portfolio_optimiser.pipeline.budget import (
     Budget,
     BudgetExceeded,
     BudgetMiddleware,
-    BudgetRefused,
     PortfolioBudget,
     PortfolioMeter,
     Spend,
     SpendFileError,
     TokenMeter,
     read_spend,
-    run_waves,
     write_spend,
 )
 from portfolio_optimiser.pipeline.clients.scripted import ScriptedChatClient
@@ -102,21 +99,6 @@ def test_a_negative_record_gives_no_budget_back() -> None:
     ledger = PortfolioMeter(PortfolioBudget(total_tokens=100, per_run_claim=50), spent=10)
     ledger.record(-5)
     assert ledger.spent == 10
-
-
-def test_can_fund_counts_whole_claims() -> None:
-    ledger = PortfolioMeter(PortfolioBudget(total_tokens=250, per_run_claim=100))
-    assert ledger.can_fund(2)
-    assert not ledger.can_fund(3)
-
-
-def test_refusal_is_a_budget_exceeded_with_a_sentence_that_says_what_to_do() -> None:
-    ledger = PortfolioMeter(PortfolioBudget(total_tokens=100, per_run_claim=50), spent=60)
-    with pytest.raises(BudgetExceeded) as caught:
-        ledger.refuse_if_unfundable()
-    assert isinstance(caught.value, BudgetRefused)
-    assert "40 of 100 tokens left" in str(caught.value)
-    assert "raise the portfolio cap" in str(caught.value)
 
 
 @pytest.mark.loadbearing
@@ -296,75 +278,5 @@ def test_adding_a_run_leaves_the_old_ledger_as_it_was() -> None:
 # --- waves ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Result:
-    project: str
-    tokens: int
-    budget_stop: str | None = None
-
-
-def fixed_cost(tokens: int) -> Any:
-    async def run_one(project: str) -> Result:
-        await asyncio.sleep(0)
-        return Result(project, tokens)
-
-    return run_one
-
-
 def ledger_of(total: int, claim: int = 100, spent: int = 0) -> PortfolioMeter:
     return PortfolioMeter(PortfolioBudget(total_tokens=total, per_run_claim=claim), spent=spent)
-
-
-def test_meter_and_meter_factory_together_are_refused() -> None:
-    ledger = ledger_of(1000)
-    with pytest.raises(ValueError, match="not both"):
-        asyncio.run(
-            run_waves(
-                ["a"], fixed_cost(1), meter=ledger, meter_factory=lambda: ledger, concurrency=1
-            )
-        )
-
-
-def test_a_pass_without_any_meter_is_refused() -> None:
-    with pytest.raises(ValueError, match="budgets are required"):
-        asyncio.run(run_waves(["a"], fixed_cost(1), concurrency=1))
-
-
-def test_a_funded_pass_runs_every_project_and_records_its_tokens() -> None:
-    ledger = ledger_of(1000)
-    outcome = asyncio.run(run_waves(["a", "b", "c"], fixed_cost(60), meter=ledger, concurrency=2))
-    assert [r.project for r in outcome.completed] == ["a", "b", "c"]
-    assert (outcome.budget_stop, outcome.stopped_early, outcome.never_started) == (None, False, ())
-    assert ledger.spent == outcome.spent_tokens == 180
-
-
-def test_a_factory_meter_counts_the_pass() -> None:
-    outcome = asyncio.run(
-        run_waves(["a", "b"], fixed_cost(60), meter_factory=lambda: ledger_of(1000), concurrency=1)
-    )
-    assert outcome.spent_tokens == 120
-
-
-def test_a_wave_runs_its_members_concurrently() -> None:
-    in_flight: list[int] = [0, 0]  # now, most seen
-
-    async def run_one(project: str) -> Result:
-        in_flight[0] += 1
-        in_flight[1] = max(in_flight[1], in_flight[0])
-        await asyncio.sleep(0.01)
-        in_flight[0] -= 1
-        return Result(project, 10)
-
-    asyncio.run(run_waves(list("abcde"), run_one, meter=ledger_of(10_000), concurrency=3))
-    assert in_flight[1] == 3
-
-
-def test_calls_already_recorded_by_the_middleware_are_not_counted_twice() -> None:
-    ledger = ledger_of(1000)
-
-    async def run_one(project: str) -> Result:
-        ledger.record(40)  # what a BudgetMiddleware sharing the ledger does per call
-        return Result(project, 40)
-
-    asyncio.run(run_waves(["a", "b"], run_one, meter=ledger, concurrency=2))
-    assert ledger.spent == 80

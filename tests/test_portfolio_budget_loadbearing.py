@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,38 +19,17 @@ from portfolio_optimiser.pipeline.budget import (
     Budget,
     BudgetExceeded,
     BudgetMiddleware,
-    BudgetRefused,
     PortfolioBudget,
     PortfolioMeter,
     SpendFileError,
     TokenMeter,
     read_spend,
-    run_waves,
 )
 from portfolio_optimiser.pipeline.clients.scripted import ScriptedChatClient, reply
 
 pytestmark = pytest.mark.loadbearing
 
 CLAIM = 100
-
-
-@dataclass(frozen=True)
-class Result:
-    project: str
-    tokens: int
-    budget_stop: str | None = None
-
-
-class Runs:
-    """A run_one that spends a whole claim and remembers which projects it started."""
-
-    def __init__(self) -> None:
-        self.started: list[str] = []
-
-    async def __call__(self, project: str) -> Result:
-        self.started.append(project)
-        await asyncio.sleep(0)
-        return Result(project, CLAIM)
 
 
 def ask(agent: Agent[Any], text: str) -> str:
@@ -65,31 +43,9 @@ def ledger_of(total: int) -> PortfolioMeter:
     return PortfolioMeter(PortfolioBudget(total_tokens=total, per_run_claim=CLAIM))
 
 
-def test_start_up_refuses_a_remainder_that_cannot_fund_one_run_before_anything_runs() -> None:
-    runs = Runs()
-    with pytest.raises(BudgetRefused):
-        asyncio.run(run_waves(["a", "b"], runs, meter=ledger_of(CLAIM - 1), concurrency=2))
-    assert runs.started == []
-
-
-def test_a_project_that_cannot_be_funded_is_never_started_and_the_pass_stops_structured() -> None:
-    runs = Runs()
-    # One at a time: after two runs 50 tokens are left, less than the third's claim.
-    outcome = asyncio.run(run_waves(list("abcd"), runs, meter=ledger_of(250), concurrency=1))
-    assert runs.started == ["a", "b"]
-    assert [r.project for r in outcome.completed] == ["a", "b"]
-    assert outcome.never_started == ("c", "d")
-    assert (outcome.budget_stop, outcome.stopped_early) == ("portfolio_tokens", True)
-
-
 def test_a_wave_reserves_each_members_claim_against_the_same_remainder() -> None:
+    # Five ready against 250 tokens: without reservation all five would start.
     assert ledger_of(250).admit_wave(list("abcde")) == (["a", "b"], ["c", "d", "e"])
-    runs = Runs()
-    # Five at once against 250 tokens: without reservation all five would start.
-    outcome = asyncio.run(run_waves(list("abcde"), runs, meter=ledger_of(250), concurrency=5))
-    assert runs.started == ["a", "b"]
-    assert outcome.never_started == ("c", "d", "e")
-    assert outcome.spent_tokens == 200
 
 
 def test_the_guard_refuses_a_call_the_portfolio_cannot_pay_before_the_model_is_called() -> None:

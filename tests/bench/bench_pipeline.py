@@ -9,7 +9,7 @@ leaves 127.0.0.1 and no credential is read.
 |---|---|
 | per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent waiting, per model call |
 | calls per candidate | model calls over candidates in the same runs; the checker approves on its first turn |
-| throughput | N copies of the bundle (distinct project ids) through ``run_portfolio`` at concurrency 4 and at 1, each pass on a fresh reasoning store |
+| throughput | N copies of the bundle (distinct project ids) run at once (``run_project`` under a semaphore) at concurrency 4 and at 1, each pass on a fresh reasoning store |
 | prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |
 | reuse | the same project run twice on one reasoning store; the second run's checker consultations and requests |
 
@@ -39,9 +39,8 @@ from typing import Final
 from portfolio_optimiser.context.navigate import navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning import VerdictStore
-from portfolio_optimiser.pipeline.budget import Budget, Spend, estimate_tokens
+from portfolio_optimiser.pipeline.budget import Budget, estimate_tokens
 from portfolio_optimiser.pipeline.outcome import RunResult
-from portfolio_optimiser.pipeline.portfolio import run_portfolio
 from portfolio_optimiser.pipeline.run import ReasoningSession, RunSettings, run_project
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
 from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
@@ -379,19 +378,24 @@ async def _portfolio_pass(
     """(wall seconds, seconds the fakes spent waiting, candidates the checker approved)."""
     waited = models.waited_s
     started = time.perf_counter()
-    outcome, _spend = await run_portfolio(
-        bundles,
-        spend=Spend.empty(),
-        portfolio_tokens=BUDGET.run_tokens * len(bundles) * 2,
-        budget=BUDGET,
-        settings=SETTINGS,
-        reasoning=_session(models, state),
-        verdicts=VerdictStore(),
-        run_id=f"concurrency-{concurrency}",
-        concurrency=concurrency,
-    )
+    # Runs in one process at once, as the pipeline allows (the daemon runs one a process and
+    # scales by worker processes: bench_workers).
+    reasoning, gate = _session(models, state), asyncio.Semaphore(concurrency)
+
+    async def one(bundle: Path) -> RunResult:
+        async with gate:
+            return await run_project(
+                bundle,
+                verdicts=VerdictStore(),
+                budget=BUDGET,
+                settings=SETTINGS,
+                reasoning=reasoning,
+                run_id=f"concurrency-{concurrency}",
+            )
+
+    results = await asyncio.gather(*(one(bundle) for bundle in bundles))
     wall = time.perf_counter() - started
-    approved = sum(_approved(r.result) for r in outcome.completed if r.result is not None)
+    approved = sum(_approved(result) for result in results)
     return wall, models.waited_s - waited, approved
 
 

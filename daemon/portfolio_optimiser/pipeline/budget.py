@@ -3,11 +3,12 @@
 Decides whether a pass may start, which projects a wave may start, and whether one model call may
 be made. The global cap has three teeth, each with its own job:
 
-1. start-up refusal: a remainder that cannot fund one run raises ``BudgetRefused`` before
-   anything runs (a pass that can afford zero projects is a caller error, not a result);
-2. wave admission: a project that cannot be funded is never started (an interrupted run has
-   already cost calls); each admitted member reserves its claim against the same pre-wave
-   remainder, or a wave of k would overcommit the cap by up to k runs;
+1. wave admission (``PortfolioMeter.admit_wave``, used by the daemon's waves): a project that
+   cannot be funded is never started (an interrupted run has already cost calls); each admitted
+   member reserves its claim against the same pre-wave remainder and what jobs in flight hold,
+   or a wave of k would overcommit the cap by up to k runs;
+2. the holds themselves, kept in the daemon's ledger from a job's claim until it is charged, so
+   machines sharing one portfolio admit against one another's (``daemon.ledger_records``);
 3. a pre-call guard in ``BudgetMiddleware`` refuses a call the remainder cannot pay for. Real usage
    is only known afterwards, so the charge after the call stops the next call, never this one.
 
@@ -22,10 +23,9 @@ stop is resource exhaustion.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from agent_framework import ChatContext, ChatMiddleware, ChatResponse
 
@@ -35,11 +35,8 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "BudgetMiddleware",
-    "BudgetRefused",
     "PortfolioBudget",
     "PortfolioMeter",
-    "PortfolioOutcome",
-    "RunReport",
     "Spend",
     "SpendFileError",
     "SpendRun",
@@ -47,7 +44,6 @@ __all__ = [
     "estimate_tokens",
     "prompt_text",
     "read_spend",
-    "run_waves",
     "write_spend",
 ]
 
@@ -62,10 +58,6 @@ class BudgetExceeded(Exception):
     def __init__(self, message: str, *, which: Which) -> None:
         super().__init__(message)
         self.which: Which = which
-
-
-class BudgetRefused(BudgetExceeded):
-    """The portfolio remainder cannot fund one run, so the pass does not start."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -174,19 +166,6 @@ class PortfolioMeter:
                 which="portfolio_tokens",
             )
 
-    def can_fund(self, claims: int) -> bool:
-        """Whether the remainder covers ``claims`` runs' claims."""
-        return self.remaining >= claims * self.budget.per_run_claim
-
-    def refuse_if_unfundable(self) -> None:
-        if not self.can_fund(1):
-            raise BudgetRefused(
-                f"the portfolio has {self.remaining} of {self.budget.total_tokens} tokens left, "
-                f"less than one run's claim of {self.budget.per_run_claim}: raise the portfolio "
-                "cap to run more projects",
-                which="portfolio_tokens",
-            )
-
     def admit_wave(self, projects: Sequence[T], reserved: int = 0) -> tuple[list[T], list[T]]:
         """Split ``projects`` into (admitted, deferred); ``reserved`` tokens are already claimed.
 
@@ -290,74 +269,3 @@ def prompt_text(messages: Sequence[Any], options: Mapping[str, Any]) -> str:
             elif content.type == "function_call":
                 parts.append(f"{content.name}({content.arguments})")
     return "\n".join(parts)
-
-
-class RunReport(Protocol):
-    """What ``run_waves`` needs back from one run."""
-
-    @property
-    def tokens(self) -> int: ...
-
-    @property
-    def budget_stop(self) -> str | None: ...
-
-
-R = TypeVar("R", bound=RunReport)
-
-
-@dataclass(frozen=True)
-class PortfolioOutcome(Generic[P, R]):
-    """A pass's result. ``never_started`` projects wait for budget; they have not failed."""
-
-    completed: tuple[R, ...]
-    never_started: tuple[P, ...] = ()
-    budget_stop: Literal["portfolio_tokens"] | None = None
-    stopped_early: bool = False
-    spent_tokens: int = field(default=0)
-
-
-async def run_waves(
-    projects: Sequence[P],
-    run_one: Callable[[P], Awaitable[R]],
-    *,
-    meter: PortfolioMeter | None = None,
-    meter_factory: Callable[[], PortfolioMeter] | None = None,
-    concurrency: int,
-) -> PortfolioOutcome[P, R]:
-    """Run ``projects`` in admitted waves of up to ``concurrency``; stop when one cannot be funded.
-
-    Give exactly one of ``meter`` (the ledger, seeded from the spend file) or ``meter_factory``.
-    Both together would give a pass that looks capped by ``meter`` while a fresh, unbound meter
-    does the counting.
-    """
-    if meter is not None and meter_factory is not None:
-        raise ValueError("run_waves takes meter or meter_factory, not both")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
-    if meter is None:
-        if meter_factory is None:
-            raise ValueError("run_waves needs a meter or a meter_factory: budgets are required")
-        meter = meter_factory()
-    ledger = meter
-    ledger.refuse_if_unfundable()
-    pending = list(projects)
-    completed: list[R] = []
-    while pending:
-        admitted, deferred = ledger.admit_wave(pending[:concurrency])
-        if not admitted:
-            return PortfolioOutcome(
-                completed=tuple(completed),
-                never_started=tuple(pending),
-                budget_stop="portfolio_tokens",
-                stopped_early=True,
-                spent_tokens=ledger.spent,
-            )
-        before = ledger.spent
-        results = await asyncio.gather(*(run_one(project) for project in admitted))
-        # Runs whose BudgetMiddleware shares this ledger have recorded each call already; a run
-        # that does not is recorded here. Topping up to what the runs report counts each token once.
-        reported = sum(result.tokens for result in results)
-        ledger.record(reported - (ledger.spent - before))
-        completed.extend(results)
-        pending = deferred + pending[concurrency:]
-    return PortfolioOutcome(completed=tuple(completed), spent_tokens=ledger.spent)

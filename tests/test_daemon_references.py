@@ -13,7 +13,7 @@ import structlog
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.service import run_once
+from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
 from .synthetic import SyntheticPortfolio, generate

@@ -184,6 +184,12 @@ def test_two_workers_one_killed_three_times_run_every_project_once_and_charge_it
     assert sum(run["tokens"] for run in spend) == _calls(server) * BILLED_PER_CALL, (
         f"every token the server billed, a killed attempt's included, charged once; {seen}"
     )
+    # No run is run again, but for the attempt the kill after a charge cut off: it had made
+    # as many calls as that kill's N (fewer than a whole run's).
+    per_run = min(run["tokens"] for run in spend) // BILLED_PER_CALL
+    cut_off = next(int(k.split("@")[1]) for k in kills if k.startswith("after-charge@"))
+    assert 0 < cut_off < per_run
+    assert _calls(server) == PROJECTS * per_run + cut_off, f"a run was run twice; {seen}"
     assert _workflows(url) == [("SUCCESS", PROJECTS)], "one workflow per identity, all finished"
     with Ledger.connect(url) as ledger:
         assert ledger.holders() == [], "no hold on the budget is left behind"

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 def once(args: argparse.Namespace) -> int:
     from portfolio_optimiser.daemon.lock import LockHeld
     from portfolio_optimiser.daemon.logging import configure_logging, get_logger
-    from portfolio_optimiser.daemon.service import run_once
+    from portfolio_optimiser.daemon.once import run_once
     from portfolio_optimiser.daemon.workspace import Workspace
 
     config = resolve_config(args)

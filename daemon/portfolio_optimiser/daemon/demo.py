@@ -36,8 +36,8 @@ from portfolio_optimiser.persona import load_persona_example, persona_marker
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.resources import commons_dir
 
+from .once import run_once
 from .processor import ItemResult
-from .service import run_once
 from .workspace import Workspace
 
 __all__ = ["DemoFailed", "DemoReport", "demo_folder", "render_demo", "run_demo"]

@@ -276,7 +276,8 @@ class Engine:
         job = submitted.job
         wid = workflow_id(job)
         status = DBOS.get_workflow_status(wid)
-        if status is None:  # one machine: run here, now
+        if status is None:  # one machine: run here, now (a shared one enqueued it at submit)
+            assert not self.shared, f"the workflow {wid} was never enqueued"
             with SetWorkflowID(wid):
                 return Job.from_json(_bundle_job(job.to_json()))
         waited_for = ""
@@ -297,6 +298,20 @@ class Engine:
         how many there were."""
         self._launch(wait_for_recovered=False)
         return len(DBOS._recover_pending_workflows(executors))
+
+    def busy(self) -> bool:
+        """Whether a job is under way on this executor (taken from the shared queue, perhaps one
+        a dead machine's recovery handed over, not one this daemon waits for)."""
+        return bool(
+            self.launched
+            and DBOS.list_workflows(
+                status="PENDING",
+                executor_id=self.executor_id,
+                name="bundle_job",
+                load_input=False,
+                load_output=False,
+            )
+        )
 
     def stop(self) -> None:
         if self.launched:
@@ -341,7 +356,9 @@ def engine_for(
     return _engine
 
 
-def stop_engine() -> None:
-    """At the end of ``once``, ``run`` and the tests: DBOS's threads do not outlive the job."""
-    if _engine is not None:
+def stop_engine(*, idle_only: bool = False) -> None:
+    """At the end of ``once``, ``run`` and the tests: DBOS's threads do not outlive the job.
+    ``idle_only``: not while a job is under way here (a shared queue's job, that no wave of
+    this daemon waits for, would be cut off and counted as a crash)."""
+    if _engine is not None and not (idle_only and _engine.busy()):
         _engine.stop()

@@ -45,12 +45,13 @@ STATUS_REFRESH_S: Final = 30.0
 """status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 
 
-def _stop_engine() -> None:
-    """DBOS's threads end with the command, or at the daemon's first idle tick; a process that
-    ran no job never imported DBOS, and has nothing to stop."""
+def _stop_engine(*, idle_only: bool = False) -> None:
+    """DBOS's threads end with the command, or at the daemon's first idle tick (``idle_only``:
+    unless a job taken from the shared queue is under way here); a process that ran no job
+    never imported DBOS, and has nothing to stop."""
     durable = sys.modules.get("portfolio_optimiser.daemon.durable")
     if durable is not None:
-        durable.stop_engine()
+        durable.stop_engine(idle_only=idle_only)
 
 
 def _workspace_lock(workspace: Workspace, stores: Stores) -> contextlib.AbstractContextManager[Any]:
@@ -258,7 +259,9 @@ class Service:
                     if worker is None:
                         self._publish_status(processor, "running", watcher.method)
                 if worker is None:
-                    _stop_engine()  # at the first idle tick (durable's docstring says why)
+                    _stop_engine(
+                        idle_only=True
+                    )  # at the first idle tick (durable's docstring says why)
                     # Idle: wake for the first hint, so a verdict or a folder moved in is handled
                     # in milliseconds; else at the next thing due (a settling entry, a retry, a
                     # watchdog ping, a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up

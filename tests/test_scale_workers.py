@@ -14,7 +14,7 @@ import random
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -256,7 +256,7 @@ def test_a_cap_that_funds_150_of_200_runs_exactly_150_across_the_workers(
     assert {"w1", "w2"} <= _executors(url), "both workers took jobs"
 
 
-def test_a_dead_machines_job_is_handed_to_a_live_one_and_a_live_one_is_never_taken_over(
+def test_a_job_left_on_a_machine_that_is_gone_is_handed_to_a_live_one(
     tmp_path: Path, postgres: Any, server: FakeLLMServer
 ) -> None:
     url = postgres.new_database()
@@ -270,29 +270,52 @@ def test_a_dead_machines_job_is_handed_to_a_live_one_and_a_live_one_is_never_tak
         dead = processes.start(
             "worker", ws, "--config", config, env=_env(url, "w1", "after-outputs")
         )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not _machines_alive(url, "w1"):
-            time.sleep(0.2)
+        _wait(lambda: _machines_alive(url, "w1"))
         daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
         assert dead.wait(120) == -signal.SIGKILL, dead.stderr()[-3000:]
         twin = run_cli("worker", ws, "--config", config, env=_env(url, "intake"))
         assert twin.returncode == 1 and "already working" in twin.stderr, twin.stderr
+        _wait(lambda: _done(url) == (3, 0))
+        _stop(daemon)
+    finally:
+        processes.close()
+    assert '"jobs of a machine that is gone handed over"' in daemon.stderr()
+    folders = _run_folders(ws)
+    assert len(folders) == 3 and all(len(r) == 1 for r in folders.values())
+    assert len(_spend(ws)) == 3
+    assert _workflows(url) == [("SUCCESS", 3)]
+
+
+def test_recover_hands_a_dead_machines_jobs_over_and_refuses_a_live_one(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> None:
+    url = postgres.new_database()
+    ws = _workspace(tmp_path, 3)
+    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=10_000_000)
+    processes = Processes(tmp_path / "proc")
+    try:
+        dead = processes.start(
+            "worker", ws, "--config", config, env=_env(url, "w1", "after-outputs")
+        )
+        _wait(lambda: _machines_alive(url, "w1"))
+        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        # Frozen once it has queued the jobs: nothing but w1 takes one, and no one hands over.
+        _wait(lambda: sum(n for _s, n in _workflows(url)) == 3)
+        os.kill(daemon.pid, signal.SIGSTOP)
+        assert dead.wait(120) == -signal.SIGKILL, dead.stderr()[-3000:]
+        shown = run_cli("status", ws, "--config", config, env=_env(url, "status"))
+        assert "recover --executor w1" in shown.stdout, shown.stdout
         refused = run_cli(
             "recover", ws, "--config", config, "--executor", "intake", env=_env(url, "r")
         )
         assert refused.returncode == 1 and "still working" in refused.stderr, refused.stderr
-        while time.monotonic() < deadline and _done(url)[0] < 2:
-            time.sleep(0.2)
-        time.sleep(1.0)
-        assert _done(url) == (2, 1), "the dead machine's job waits for it"
-        shown = run_cli("status", ws, "--config", config, env=_env(url, "status"))
-        assert "recover --executor w1" in shown.stdout, shown.stdout
-        handed = run_cli("recover", ws, "--config", config, "--executor", "w1", env=_env(url, "r"))
+        handed = run_cli(
+            "recover", ws, "--config", config, "--executor", "w1", env=_env(url, "r"), timeout_s=120
+        )
         assert handed.returncode == 0, handed.stderr[-3000:]
         assert "1 job(s) of w1 handed back" in handed.stdout, handed.stdout
-        while time.monotonic() < deadline and _done(url) != (3, 0):
-            time.sleep(0.2)
-        assert _done(url) == (3, 0)
+        os.kill(daemon.pid, signal.SIGCONT)
+        _wait(lambda: _done(url) == (3, 0))
         _stop(daemon)
     finally:
         processes.close()
@@ -300,6 +323,13 @@ def test_a_dead_machines_job_is_handed_to_a_live_one_and_a_live_one_is_never_tak
     assert len(folders) == 3 and all(len(r) == 1 for r in folders.values())
     assert len(_spend(ws)) == 3
     assert _workflows(url) == [("SUCCESS", 3)]
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        time.sleep(0.2)
 
 
 def _machines_alive(url: str, executor: str) -> bool:

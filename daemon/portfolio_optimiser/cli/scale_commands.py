@@ -63,13 +63,20 @@ def shared_view(database_url: str, ledger: Any) -> dict[str, Any]:
 
     from portfolio_optimiser.daemon.durable import QUEUE
 
-    client = DBOSClient(system_database_url=database_url)
+    listed: list[Any] = []
     try:
-        listed = client.list_queued_workflows(
-            queue_name=QUEUE, status=["ENQUEUED", "PENDING"], load_input=False, load_output=False
-        )
-    finally:
-        client.destroy()
+        client = DBOSClient(system_database_url=database_url, retry_connection_errors=False)
+        try:
+            listed = client.list_queued_workflows(
+                queue_name=QUEUE,
+                status=["ENQUEUED", "PENDING"],
+                load_input=False,
+                load_output=False,
+            )
+        finally:
+            client.destroy()
+    except Exception:  # DBOS's tables come with the first job: before it, nothing is queued
+        listed = []
     under_way = Counter(w.executor_id or "" for w in listed if w.status == "PENDING")
     machines = [
         {**dataclasses.asdict(m), "jobs_under_way": under_way.get(m.executor, 0)}

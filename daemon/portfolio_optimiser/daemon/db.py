@@ -63,7 +63,17 @@ class Database:
     def postgresql(cls, url: str) -> Database:
         import psycopg
 
-        raw = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        # Keepalives: a machine that lost power loses its session, and with it the locks that
+        # say it works, within about a minute, not the kernel's two hours.
+        raw = psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=10,
+            keepalives=1,
+            keepalives_idle=20,
+            keepalives_interval=5,
+            keepalives_count=4,
+        )
         info = raw.info
         return cls(raw, "postgresql", f"postgresql://{info.host}:{info.port}/{info.dbname}")
 

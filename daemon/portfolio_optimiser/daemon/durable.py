@@ -44,11 +44,14 @@ __all__ = [
     "JobHost",
     "Submitted",
     "engine_for",
+    "hand_over",
     "stop_engine",
 ]
 
 QUEUE: Final = "bundle-jobs"
 QUEUE_POLL_S: Final = 0.2
+TAKE_OVER_CHECK_S: Final = 5.0
+"""How often a daemon waiting for a job under way elsewhere asks whether that machine is gone."""
 """How often a worker looks for a job, and a waiting daemon for a job's end."""
 APPLICATION_VERSION: Final = "bundle-job-1"
 """Pinned, not DBOS's hash of the code: a job cut off by an upgrade is still recovered. Bumped
@@ -167,14 +170,17 @@ class Engine:
         shared: bool = False,
         jobs_at_once: int = 0,
         runs_jobs: bool = True,
+        owns_queue: bool = True,
     ) -> None:
         self.database_url = database_url
+        self.owns_queue = owns_queue
         self.executor_id = executor_id
         self.log = log
         self.shared = shared
         self.jobs_at_once = jobs_at_once
         self.runs_jobs = runs_jobs
         self.launched = False
+        self._probe: Ledger | None = None
 
     def _launch(self, *, wait_for_recovered: bool = True) -> list[Job]:
         if self.launched:
@@ -205,8 +211,14 @@ class Engine:
                 worker_concurrency=1,  # a process runs one job at a time; machines add workers
                 global_concurrency=self.jobs_at_once or None,
                 polling_interval_sec=QUEUE_POLL_S,
+                # The daemon's config says how many at once; a worker's or recover's never
+                # changes it (each registers the queue only if no daemon has yet).
+                on_conflict="always_update" if self.owns_queue else "never_update",
             )
-        if not wait_for_recovered:
+        if not wait_for_recovered or self.shared:
+            # Shared: DBOS stamps a queued job with the executor that enqueued it, so this
+            # daemon's list would hold every job it queued; each claimed one is waited for (with
+            # a stop) when the lifecycle reaches it.
             return []
         # They share the host's ledger: wait for them before anything else touches it. Each
         # one's outcome is taken up when the lifecycle reaches its job.
@@ -280,43 +292,72 @@ class Engine:
             assert not self.shared, f"the workflow {wid} was never enqueued"
             with SetWorkflowID(wid):
                 return Job.from_json(_bundle_job(job.to_json()))
-        waited_for = ""
+        waited_for, looked = "", 0.0
         while status is not None and status.status in _RUNNING:
             if stop():
                 return None
             owner = status.executor_id or ""
-            if status.status == "PENDING" and owner != self.executor_id and owner != waited_for:
-                waited_for = owner
-                self.log.info("job under way elsewhere", bundle=job.name, executor=owner)
+            if status.status == "PENDING" and owner != self.executor_id:
+                if owner != waited_for:
+                    waited_for = owner
+                    self.log.info("job under way elsewhere", bundle=job.name, executor=owner)
+                if time.monotonic() - looked >= TAKE_OVER_CHECK_S:
+                    looked = time.monotonic()
+                    self._take_over(owner)
             time.sleep(QUEUE_POLL_S)
             status = DBOS.get_workflow_status(wid)
         done: str = DBOS.retrieve_workflow(wid).get_result()
         return Job.from_json(done)
 
-    def recover(self, executors: list[str]) -> int:
-        """The jobs ``executors`` had under way, handed back to the queue for any live worker;
-        how many there were."""
+    def _take_over(self, owner: str) -> None:
+        """A job under way on a machine that is gone (its executor's lock is free: killed,
+        powered off, or stopped mid-job) goes back to the queue, for a live worker."""
+        if self._probe is None:  # a connection of its own: the host's is the steps'
+            self._probe = _current_host().ledger.reopen()
+        handed = hand_over(self._probe, owner)
+        if handed:
+            self.log.warning(
+                "jobs of a machine that is gone handed over", executor=owner, jobs=handed
+            )
+
+    def open(self) -> None:
+        """Launched, for a command that runs no job (``recover``)."""
         self._launch(wait_for_recovered=False)
-        return len(DBOS._recover_pending_workflows(executors))
 
     def busy(self) -> bool:
         """Whether a job is under way on this executor (taken from the shared queue, perhaps one
         a dead machine's recovery handed over, not one this daemon waits for)."""
-        return bool(
-            self.launched
-            and DBOS.list_workflows(
-                status="PENDING",
-                executor_id=self.executor_id,
-                name="bundle_job",
-                load_input=False,
-                load_output=False,
+        if not self.launched:
+            return False
+        try:
+            return bool(
+                DBOS.list_workflows(
+                    status="PENDING",
+                    executor_id=self.executor_id,
+                    name="bundle_job",
+                    load_input=False,
+                    load_output=False,
+                )
             )
-        )
+        except Exception:  # the database away: stopping loses nothing a restart does not find
+            return False
 
     def stop(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
         if self.launched:
             DBOS.destroy(workflow_completion_timeout_sec=0)
             self.launched = False
+
+
+def hand_over(ledger: Ledger, executor: str) -> int | None:
+    """The jobs ``executor`` had under way back on the queue, holding its lock meanwhile (so it
+    cannot come back and run them beside a live worker): how many; None while it still works."""
+    with ledger.taken_over(executor) as gone:
+        if not gone:
+            return None
+        return len(DBOS._recover_pending_workflows([executor]))
 
 
 _engine: Engine | None = None
@@ -330,17 +371,19 @@ def engine_for(
     shared: bool = False,
     jobs_at_once: int = 0,
     runs_jobs: bool = True,
+    owns_queue: bool = True,
 ) -> Engine:
     """The process's engine on the system database at ``url`` (SQLite in the state directory,
     nothing to install; or the shared PostgreSQL and its queue)."""
     global _engine
-    wanted = (url, executor_id, shared, jobs_at_once, runs_jobs)
+    wanted = (url, executor_id, shared, jobs_at_once, runs_jobs, owns_queue)
     if _engine is not None and wanted != (
         _engine.database_url,
         _engine.executor_id,
         _engine.shared,
         _engine.jobs_at_once,
         _engine.runs_jobs,
+        _engine.owns_queue,
     ):
         _engine.stop()
         _engine = None
@@ -352,6 +395,7 @@ def engine_for(
             shared=shared,
             jobs_at_once=jobs_at_once,
             runs_jobs=runs_jobs,
+            owns_queue=owns_queue,
         )
     return _engine
 

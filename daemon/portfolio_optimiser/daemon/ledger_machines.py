@@ -88,16 +88,36 @@ class LedgerMachines:
         self._db.write("UPDATE machines SET seen = ? WHERE executor = ?", (now, executor))
 
     def executor_alive(self, executor: str) -> bool:
-        """Whether a process holds ``executor`` now (its lock, not its last heartbeat)."""
+        """Whether a process holds ``executor`` now (its lock, read from ``pg_locks``, never
+        taken: a look must not refuse a worker starting at that moment)."""
         if self._url is None:
             return False
         row = self._db.one(
+            "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND classid = ?::oid AND objid = (hashtext(?)::bigint & 4294967295)::oid"
+            " AND objsubid = 2 AND database = (SELECT oid FROM pg_database"
+            " WHERE datname = current_database())",
+            (_EXECUTOR_LOCKS, executor),
+        )
+        return row is not None
+
+    @contextlib.contextmanager
+    def taken_over(self, executor: str) -> Iterator[bool]:
+        """``executor``'s lock, held for the block when no process holds it (True: that machine
+        is gone, and cannot come back under its name until the block ends), else False."""
+        if self._url is None:
+            yield False
+            return
+        row = self._db.one(
             "SELECT pg_try_advisory_lock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor)
         )
-        if row and row[0]:
+        if not (row and row[0]):
+            yield False
+            return
+        try:
+            yield True
+        finally:
             self._db.one("SELECT pg_advisory_unlock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor))
-            return False
-        return True
 
     def machines(self) -> list[Machine]:
         rows = self._db.all(

@@ -280,7 +280,9 @@ class Service:
                 # The item in hand may finish within the stop bound; if not, it stays claimed and the
                 # next start finishes it.
                 worker.join(timeout=max(1.0, self.stop_grace_s))
-            self._unfinished = worker is not None and worker.is_alive()
+            # A job under way on DBOS's thread (a shared queue's) is cut off as the item in hand.
+            in_job = processor.host.running_digest is not None
+            self._unfinished = in_job or (worker is not None and worker.is_alive())
             if self._unfinished:
                 processor.abandon_run()
             watcher.stop()

@@ -83,6 +83,7 @@ def serve_worker(
             log=log,
             shared=True,
             jobs_at_once=config.scale.jobs_at_once,
+            owns_queue=False,
         )
         engine.serve(host)
         log.info(
@@ -99,9 +100,10 @@ def serve_worker(
         log.info("worker stopped", executor=stores.executor_id)
         return 0
     finally:
-        stop_engine()
-        if host is not None:
-            host.close()
+        if host is None or host.running_digest is None:
+            stop_engine()  # else the job's thread keeps DBOS and the host until the process ends
+            if host is not None:
+                host.close()
         ledger.close()
 
 
@@ -110,17 +112,9 @@ def recover_executor(
 ) -> int:
     """Hand the jobs a dead machine had under way back to the queue, for any live worker; how
     many. Refused while that executor is alive (its jobs are its own to finish)."""
-    from .durable import engine_for, stop_engine
+    from .durable import engine_for, hand_over, stop_engine
 
     stores = worker_stores(config, environ, None, "recover")
-    with Ledger.connect(stores.database_url) as ledger:
-        if ledger.executor_alive(executor):
-            known = next((m for m in ledger.machines() if m.executor == executor), None)
-            where = f" (a {known.role} on {known.host}, pid {known.pid})" if known else ""
-            raise UserError(
-                f"the executor {executor!r} is still working{where}; it finishes its own "
-                "jobs — stop it first, or recover only a machine that is gone"
-            )
     # An executor of its own that runs nothing: it only hands the jobs over.
     engine = engine_for(
         stores.database_url,
@@ -129,9 +123,19 @@ def recover_executor(
         shared=True,
         jobs_at_once=config.scale.jobs_at_once,
         runs_jobs=False,
+        owns_queue=False,
     )
     try:
-        handed = engine.recover([executor])
+        engine.open()
+        with Ledger.connect(stores.database_url) as ledger:
+            handed = hand_over(ledger, executor)
+            if handed is None:
+                known = next((m for m in ledger.machines() if m.executor == executor), None)
+                where = f" (a {known.role} on {known.host}, pid {known.pid})" if known else ""
+                raise UserError(
+                    f"the executor {executor!r} is still working{where}; it finishes its own "
+                    "jobs — stop it first, or recover only a machine that is gone"
+                )
     finally:
         stop_engine()
     log.info("jobs handed over", executor=executor, jobs=handed)

@@ -259,19 +259,11 @@ def test_a_cap_that_funds_150_of_200_runs_exactly_150_across_the_workers(
 def test_a_job_left_on_a_machine_that_is_gone_is_handed_to_a_live_one(
     tmp_path: Path, postgres: Any, server: FakeLLMServer
 ) -> None:
-    url = postgres.new_database()
-    ws = _workspace(tmp_path, 3)
-    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=10_000_000)
+    url, ws, config, processes = _three_projects(tmp_path, postgres, server)
     alone = run_cli("worker", ws, "--config", config, env={"PORTFOLIO_OPTIMISER_EXECUTOR": "x"})
     assert alone.returncode == 1 and "needs the shared database" in alone.stderr, alone.stderr
-    processes = Processes(tmp_path / "proc")
     try:
-        # w1 dies in the middle of its first job, and is never started again.
-        dead = processes.start(
-            "worker", ws, "--config", config, env=_env(url, "w1", "after-outputs")
-        )
-        _wait(lambda: _machines_alive(url, "w1"))
-        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        dead, daemon = _a_worker_that_dies_and_the_daemon(url, ws, config, processes)
         assert dead.wait(120) == -signal.SIGKILL, dead.stderr()[-3000:]
         twin = run_cli("worker", ws, "--config", config, env=_env(url, "intake"))
         assert twin.returncode == 1 and "already working" in twin.stderr, twin.stderr
@@ -289,16 +281,9 @@ def test_a_job_left_on_a_machine_that_is_gone_is_handed_to_a_live_one(
 def test_recover_hands_a_dead_machines_jobs_over_and_refuses_a_live_one(
     tmp_path: Path, postgres: Any, server: FakeLLMServer
 ) -> None:
-    url = postgres.new_database()
-    ws = _workspace(tmp_path, 3)
-    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=10_000_000)
-    processes = Processes(tmp_path / "proc")
+    url, ws, config, processes = _three_projects(tmp_path, postgres, server)
     try:
-        dead = processes.start(
-            "worker", ws, "--config", config, env=_env(url, "w1", "after-outputs")
-        )
-        _wait(lambda: _machines_alive(url, "w1"))
-        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        dead, daemon = _a_worker_that_dies_and_the_daemon(url, ws, config, processes)
         # Frozen once it has queued the jobs: nothing but w1 takes one, and no one hands over.
         _wait(lambda: sum(n for _s, n in _workflows(url)) == 3)
         os.kill(daemon.pid, signal.SIGSTOP)
@@ -323,6 +308,24 @@ def test_recover_hands_a_dead_machines_jobs_over_and_refuses_a_live_one(
     assert len(folders) == 3 and all(len(r) == 1 for r in folders.values())
     assert len(_spend(ws)) == 3
     assert _workflows(url) == [("SUCCESS", 3)]
+
+
+def _three_projects(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> tuple[str, Path, str, Processes]:
+    url = postgres.new_database()
+    ws = _workspace(tmp_path, 3)
+    config = _config(tmp_path / "config.toml", server.base_url, portfolio_tokens=10_000_000)
+    return url, ws, config, Processes(tmp_path / "proc")
+
+
+def _a_worker_that_dies_and_the_daemon(
+    url: str, ws: Path, config: str, processes: Processes
+) -> tuple[Running, Running]:
+    """w1, which dies in the middle of its first job and is never started again; the daemon."""
+    dead = processes.start("worker", ws, "--config", config, env=_env(url, "w1", "after-outputs"))
+    _wait(lambda: _machines_alive(url, "w1"))
+    return dead, processes.start("run", ws, "--config", config, env=_env(url, "intake"))
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float = 120) -> None:

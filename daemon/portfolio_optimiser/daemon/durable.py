@@ -41,6 +41,7 @@ from .ledger import Ledger
 __all__ = [
     "QUEUE",
     "Engine",
+    "EngineSettings",
     "JobHost",
     "Submitted",
     "engine_for",
@@ -144,6 +145,23 @@ def workflow_id(job: Job) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class EngineSettings:
+    """Which DBOS a process runs, and as what."""
+
+    database_url: str
+    """SQLite in the state directory, or the shared PostgreSQL."""
+    executor_id: str
+    shared: bool = False
+    """On a shared database jobs go through the ``bundle-jobs`` queue."""
+    jobs_at_once: int = 0
+    """The queue's cap on jobs under way at once on every machine (0: none)."""
+    runs_jobs: bool = True
+    """False for a process that only hands jobs over (``recover``)."""
+    owns_queue: bool = True
+    """The daemon's config sets the queue's limits; a worker's never changes them."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Submitted:
     """A job handed to its workflow: queued for any worker (a shared database), or to be run
     here when its result is asked for (one machine)."""
@@ -161,24 +179,12 @@ class Engine:
     a shared database it is enqueued on ``bundle-jobs`` and taken by whichever worker is free
     (the daemon is one, one job at a time each; ``jobs_at_once`` caps them all together)."""
 
-    def __init__(
-        self,
-        *,
-        database_url: str,
-        executor_id: str,
-        log: Any,
-        shared: bool = False,
-        jobs_at_once: int = 0,
-        runs_jobs: bool = True,
-        owns_queue: bool = True,
-    ) -> None:
-        self.database_url = database_url
-        self.owns_queue = owns_queue
-        self.executor_id = executor_id
+    def __init__(self, settings: EngineSettings, *, log: Any) -> None:
+        self.settings = settings
+        self.database_url, self.executor_id = settings.database_url, settings.executor_id
+        self.shared, self.jobs_at_once = settings.shared, settings.jobs_at_once
+        self.runs_jobs, self.owns_queue = settings.runs_jobs, settings.owns_queue
         self.log = log
-        self.shared = shared
-        self.jobs_at_once = jobs_at_once
-        self.runs_jobs = runs_jobs
         self.launched = False
         self._probe: Ledger | None = None
 
@@ -363,40 +369,15 @@ def hand_over(ledger: Ledger, executor: str) -> int | None:
 _engine: Engine | None = None
 
 
-def engine_for(
-    url: str,
-    *,
-    executor_id: str,
-    log: Any,
-    shared: bool = False,
-    jobs_at_once: int = 0,
-    runs_jobs: bool = True,
-    owns_queue: bool = True,
-) -> Engine:
-    """The process's engine on the system database at ``url`` (SQLite in the state directory,
-    nothing to install; or the shared PostgreSQL and its queue)."""
+def engine_for(settings: EngineSettings, *, log: Any) -> Engine:
+    """The process's engine on the system database ``settings`` name (SQLite in the state
+    directory, nothing to install; or the shared PostgreSQL and its queue)."""
     global _engine
-    wanted = (url, executor_id, shared, jobs_at_once, runs_jobs, owns_queue)
-    if _engine is not None and wanted != (
-        _engine.database_url,
-        _engine.executor_id,
-        _engine.shared,
-        _engine.jobs_at_once,
-        _engine.runs_jobs,
-        _engine.owns_queue,
-    ):
+    if _engine is not None and _engine.settings != settings:
         _engine.stop()
         _engine = None
     if _engine is None:
-        _engine = Engine(
-            database_url=url,
-            executor_id=executor_id,
-            log=log,
-            shared=shared,
-            jobs_at_once=jobs_at_once,
-            runs_jobs=runs_jobs,
-            owns_queue=owns_queue,
-        )
+        _engine = Engine(settings, log=log)
     return _engine
 
 

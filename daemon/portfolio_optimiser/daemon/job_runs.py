@@ -78,17 +78,14 @@ class JobRuns:
     def engine(self) -> Engine:
         """The process's DBOS: on this state directory's SQLite (one executor on one machine), or
         on the shared PostgreSQL (``[scale]``), as this machine's executor."""
-        from .durable import engine_for
+        from .durable import EngineSettings, engine_for
 
         stores = stores_for(self.config, self.environ)
         url = stores.database_url or f"sqlite:///{(self.workspace.state / 'dbos.sqlite').resolve()}"
-        return engine_for(
-            url,
-            executor_id=stores.executor_id,
-            log=self.log,
-            shared=stores.shared,
-            jobs_at_once=self.config.scale.jobs_at_once,
+        settings = EngineSettings(
+            url, stores.executor_id, stores.shared, self.config.scale.jobs_at_once
         )
+        return engine_for(settings, log=self.log)
 
     def publish_portfolio(self) -> None:
         """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,

@@ -68,7 +68,7 @@ def serve_worker(
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Take jobs from the shared queue until ``stop`` is set."""
-    from .durable import engine_for, stop_engine
+    from .durable import EngineSettings, engine_for, stop_engine
 
     stores = worker_stores(config, environ, executor, "worker")
     workspace.ensure()
@@ -77,14 +77,14 @@ def serve_worker(
     try:
         hold_as(ledger, stores, role="worker")
         host = RunHost(workspace, config, ledger.reopen(), clock, log, client_factory, environ)
-        engine = engine_for(
+        settings = EngineSettings(
             stores.database_url,
-            executor_id=stores.executor_id,
-            log=log,
+            stores.executor_id,
             shared=True,
             jobs_at_once=config.scale.jobs_at_once,
             owns_queue=False,
         )
+        engine = engine_for(settings, log=log)
         engine.serve(host)
         log.info(
             "worker started",
@@ -112,19 +112,18 @@ def recover_executor(
 ) -> int:
     """Hand the jobs a dead machine had under way back to the queue, for any live worker; how
     many. Refused while that executor is alive (its jobs are its own to finish)."""
-    from .durable import engine_for, hand_over, stop_engine
+    from .durable import EngineSettings, engine_for, hand_over, stop_engine
 
     stores = worker_stores(config, environ, None, "recover")
     # An executor of its own that runs nothing: it only hands the jobs over.
-    engine = engine_for(
+    settings = EngineSettings(
         stores.database_url,
-        executor_id=f"recover@{socket.gethostname()}.{os.getpid()}",
-        log=log,
+        f"recover@{socket.gethostname()}.{os.getpid()}",
         shared=True,
-        jobs_at_once=config.scale.jobs_at_once,
         runs_jobs=False,
         owns_queue=False,
     )
+    engine = engine_for(settings, log=log)
     try:
         engine.open()
         with Ledger.connect(stores.database_url) as ledger:

@@ -173,6 +173,18 @@ def test_the_hardening_drop_in_needs_user_namespaces_and_says_so() -> None:
     assert "systemd-run --user -p PrivateUsers=yes --wait true" in text
 
 
+def test_the_worker_unit_runs_a_worker_on_the_shared_database() -> None:
+    worker = parse_unit(UNITS / "portfolio-optimiser-worker.service")
+    program, *args = shlex.split(one(worker, "Service", "ExecStart"))
+    assert program == "%h/.local/bin/portfolio-optimiser"
+    assert args[:2] == ["worker", "--workspace"] and len(args) == 3
+    assert one(worker, "Service", "Type") == "simple"  # no inbox, no READY=1
+    # The database's URL (and its password) from a file of the user's, not from the config.
+    assert one(worker, "Service", "EnvironmentFile").startswith("%h/")
+    assert one(worker, "Service", "RestartPreventExitStatus") == str(EX_CONFIG)
+    assert one(worker, "Service", "Restart") == "on-failure"
+
+
 def test_the_readme_says_how_to_install_check_and_reload() -> None:
     readme = (UNITS / "README.md").read_text(encoding="utf-8")
     for needle in (
@@ -232,6 +244,7 @@ def test_check_units_verifies_every_unit() -> None:
         ("hardening.conf", "PrivateUsers=yes", "PrivateUsers=yes\nFooBar=1"),
         # systemd 252 does not know notify-reload (253+)
         ("system/portfolio-optimiser.service", "Type=notify", "Type=notify-reload"),
+        ("portfolio-optimiser-worker.service", "Type=simple", "Type=simple\nFooBar=1"),
     ],
 )
 def test_check_units_fails_on_any_warning(tmp_path: Path, target: str, old: str, new: str) -> None:

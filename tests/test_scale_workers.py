@@ -338,3 +338,48 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 120) -> None:
 def _machines_alive(url: str, executor: str) -> bool:
     with Ledger.connect(url) as ledger:
         return any(m.executor == executor and m.alive for m in ledger.machines())
+
+
+def test_a_worker_that_loses_the_database_stops_at_once_and_says_why(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> None:
+    import psycopg
+
+    url, ws, config, processes = _three_projects(tmp_path, postgres, server)
+    try:
+        worker = processes.start("worker", ws, "--config", config, env=_env(url, "w1"))
+        _wait(lambda: '"worker started"' in worker.stderr())
+        with psycopg.connect(url, autocommit=True) as admin:  # as if the network went away
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        assert worker.wait(60) == 75, worker.stderr()[-3000:]
+    finally:
+        processes.close()
+    assert "worker lost the shared database; stopping so that no job runs twice" in (
+        worker.stderr()
+    )
+    assert not _machines_alive(url, "w1"), "its lock went with its session"
+
+
+def test_a_worker_whose_database_goes_away_while_it_starts_says_so_in_one_sentence(
+    tmp_path: Path, postgres: Any, server: FakeLLMServer
+) -> None:
+    import psycopg
+
+    url, ws, config, processes = _three_projects(tmp_path, postgres, server)
+    try:
+        worker = processes.start("worker", ws, "--config", config, env=_env(url, "w1"))
+        _wait(lambda: _machines_alive(url, "w1"))  # registered; DBOS still launching
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        code = worker.wait(60)
+    finally:
+        processes.close()
+    said = worker.stderr()
+    assert code == 75 and "lost the shared database" in said, said[-3000:]
+    assert "internal error" not in said, said[-3000:]

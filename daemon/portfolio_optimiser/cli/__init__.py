@@ -192,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         return fail(str(exc), EX_CONFIG)
     except UserError as exc:  # every expected failure: one sentence, exit 1
-        return fail(str(exc), 1)
+        return fail(str(exc), getattr(exc, "exit_code", 1))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -23,15 +23,31 @@ from portfolio_optimiser.config import Config
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 
+from .db import database_unavailable
 from .host import RunHost, iso
 from .ledger import Ledger
 from .stores import Stores, hold_as, stores_for
 from .workspace import Workspace
 
+EX_TEMPFAIL: Final = 75
+"""The shared database went away: systemd starts the worker again once it is back."""
+
 __all__ = ["HEARTBEAT_S", "NotShared", "recover_executor", "serve_worker", "worker_stores"]
 
-HEARTBEAT_S: Final = 10.0
+HEARTBEAT_S: Final = 5.0
 """How often a worker says it works (``status`` shows when each was last seen)."""
+
+
+class DatabaseLost(UserError):
+    """The shared database went away while the worker started or worked."""
+
+    exit_code = EX_TEMPFAIL
+
+    def __init__(self, executor: str, exc: BaseException) -> None:
+        super().__init__(
+            f"the worker {executor!r} lost the shared database ({str(exc).splitlines()[0]}); "
+            "check that PostgreSQL is running and reachable, then start it again"
+        )
 
 
 class NotShared(UserError):
@@ -68,11 +84,31 @@ def serve_worker(
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Take jobs from the shared queue until ``stop`` is set."""
-    from .durable import EngineSettings, engine_for, stop_engine
-
     stores = worker_stores(config, environ, executor, "worker")
     workspace.ensure()
     ledger = Ledger.connect(stores.database_url)
+    try:
+        return _serve(workspace, config, ledger, stores, log, stop, environ, client_factory, clock)
+    except Exception as exc:
+        if not database_unavailable(exc):
+            raise
+        log.error("worker lost the shared database", executor=stores.executor_id, problem=str(exc))
+        raise DatabaseLost(stores.executor_id, exc) from None
+
+
+def _serve(
+    workspace: Workspace,
+    config: Config,
+    ledger: Ledger,
+    stores: Stores,
+    log: Any,
+    stop: threading.Event,
+    environ: dict[str, str] | None,
+    client_factory: ClientFactory,
+    clock: Callable[[], float],
+) -> int:
+    from .durable import EngineSettings, engine_for, stop_engine
+
     host: RunHost | None = None
     try:
         hold_as(ledger, stores, role="worker")
@@ -93,7 +129,20 @@ def serve_worker(
             database=str(ledger.path),
         )
         while not stop.wait(HEARTBEAT_S):
-            ledger.seen(stores.executor_id, now=iso(clock()))
+            try:
+                ledger.seen(stores.executor_id, now=iso(clock()))
+            except Exception as exc:
+                if not database_unavailable(exc):
+                    raise
+                # Its session, and with it the lock that says this machine works, is gone or
+                # going: the daemon may hand its job to another. Stop it now, mid-job if need be
+                # (the job is finished from its stage, once), never running beside that one.
+                log.error(
+                    "worker lost the shared database; stopping so that no job runs twice",
+                    executor=stores.executor_id,
+                    problem=str(exc),
+                )
+                os._exit(EX_TEMPFAIL)
         # A job in hand stays under way for this name: its next start finishes it. A stop is no
         # crash, so its start is not counted against the bundle.
         host.abandon_run()

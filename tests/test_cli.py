@@ -280,7 +280,7 @@ def test_every_expected_failure_is_one_sentence_and_exit_1(
     monkeypatch.setattr("portfolio_optimiser.cli.commands.check_verdict", raising)
     from portfolio_optimiser.cli import main
 
-    assert main(["check-verdict", "x.json"]) == 1
+    assert main(["check-verdict", "x.json"]) == getattr(error, "exit_code", 1)
     err = capsys.readouterr().err
     assert err == f"portfolio-optimiser: {error.__name__}: what went wrong, and what to do\n"
 

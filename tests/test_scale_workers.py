@@ -109,9 +109,12 @@ def _workflows(url: str) -> list[tuple[str, int]]:
     import psycopg
 
     with psycopg.connect(url) as db:
-        rows = db.execute(
-            "SELECT status, COUNT(*) FROM dbos.workflow_status GROUP BY status ORDER BY status"
-        ).fetchall()
+        try:
+            rows = db.execute(
+                "SELECT status, COUNT(*) FROM dbos.workflow_status GROUP BY status ORDER BY status"
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:  # DBOS makes its tables at its first launch
+            return []
     return [(str(status), int(n)) for status, n in rows]
 
 

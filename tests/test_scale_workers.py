@@ -331,6 +331,17 @@ def _a_worker_that_dies_and_the_daemon(
     return dead, processes.start("run", ws, "--config", config, env=_env(url, "intake"))
 
 
+def _cut_off(url: str) -> None:
+    """Every session on the database but this one ends, as when a machine's network goes."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 def _wait(condition: Callable[[], bool], timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -346,17 +357,11 @@ def _machines_alive(url: str, executor: str) -> bool:
 def test_a_worker_that_loses_the_database_stops_at_once_and_says_why(
     tmp_path: Path, postgres: Any, server: FakeLLMServer
 ) -> None:
-    import psycopg
-
     url, ws, config, processes = _three_projects(tmp_path, postgres, server)
     try:
         worker = processes.start("worker", ws, "--config", config, env=_env(url, "w1"))
         _wait(lambda: '"worker started"' in worker.stderr())
-        with psycopg.connect(url, autocommit=True) as admin:  # as if the network went away
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+        _cut_off(url)  # as if the network went away
         assert worker.wait(60) == 75, worker.stderr()[-3000:]
     finally:
         processes.close()
@@ -369,17 +374,11 @@ def test_a_worker_that_loses_the_database_stops_at_once_and_says_why(
 def test_a_worker_whose_database_goes_away_while_it_starts_says_so_in_one_sentence(
     tmp_path: Path, postgres: Any, server: FakeLLMServer
 ) -> None:
-    import psycopg
-
     url, ws, config, processes = _three_projects(tmp_path, postgres, server)
     try:
         worker = processes.start("worker", ws, "--config", config, env=_env(url, "w1"))
         _wait(lambda: _machines_alive(url, "w1"))  # registered; DBOS still launching
-        with psycopg.connect(url, autocommit=True) as admin:
-            admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+        _cut_off(url)
         code = worker.wait(60)
     finally:
         processes.close()

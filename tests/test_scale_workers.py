@@ -275,10 +275,7 @@ def test_a_job_left_on_a_machine_that_is_gone_is_handed_to_a_live_one(
     finally:
         processes.close()
     assert '"jobs of a machine that is gone handed over"' in daemon.stderr()
-    folders = _run_folders(ws)
-    assert len(folders) == 3 and all(len(r) == 1 for r in folders.values())
-    assert len(_spend(ws)) == 3
-    assert _workflows(url) == [("SUCCESS", 3)]
+    _each_ran_once(ws, url, 3)
 
 
 def test_recover_hands_a_dead_machines_jobs_over_and_refuses_a_live_one(
@@ -307,10 +304,14 @@ def test_recover_hands_a_dead_machines_jobs_over_and_refuses_a_live_one(
         _stop(daemon)
     finally:
         processes.close()
+    _each_ran_once(ws, url, 3)
+
+
+def _each_ran_once(ws: Path, url: str, n: int) -> None:
     folders = _run_folders(ws)
-    assert len(folders) == 3 and all(len(r) == 1 for r in folders.values())
-    assert len(_spend(ws)) == 3
-    assert _workflows(url) == [("SUCCESS", 3)]
+    assert len(folders) == n and all(len(r) == 1 for r in folders.values()), folders
+    assert len(_spend(ws)) == n, "each charged once"
+    assert _workflows(url) == [("SUCCESS", n)], "one workflow each"
 
 
 def _three_projects(

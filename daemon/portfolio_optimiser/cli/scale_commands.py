@@ -92,15 +92,14 @@ def say_shared(view: dict[str, Any]) -> None:
     alive = [m for m in view["machines"] if m["alive"]]
     say(f"machines: {len(alive)} working, {view['queue_depth']} job(s) queued for a free worker")
     for m in view["machines"]:
-        state = (
-            f"working, {m['jobs_under_way']} job(s) under way"
-            if m["alive"]
-            else f"gone since {m['seen']}"
-            + (
-                f", {m['jobs_under_way']} job(s) waiting for it: "
-                f"`portfolio-optimiser recover --executor {m['executor']}` hands them over"
-                if m["jobs_under_way"]
-                else ""
-            )
-        )
+        jobs = m["jobs_under_way"]
+        if m["alive"]:
+            state = f"working, {jobs} job(s) under way"
+        else:
+            state = f"gone since {m['seen']}"
+            if jobs:
+                state += (
+                    f", {jobs} job(s) waiting for it: "
+                    f"`portfolio-optimiser recover --executor {m['executor']}` hands them over"
+                )
         say(f"  {m['executor']} ({m['role']} on {m['host']}, pid {m['pid']}): {state}")

@@ -17,8 +17,9 @@ the daemon itself, when the wave that claimed it asks for its result. On a share
 takes it: the daemon or a ``worker`` (``worker``), one job at a time each, ``[scale]
 jobs_at_once`` for all together. A process killed mid-job is recovered by DBOS when it starts
 again under the same executor name; ``recover --executor`` hands a dead one's jobs back to the
-queue. DBOS runs only while there is work in the daemon: launched for a job (or for the
-recovery of one), stopped at its first idle tick. Launched, its threads poll its tables (2–4 %
+queue, and so does the daemon itself for a job it waits for whose machine's lock is gone. DBOS
+runs only while there is work in the daemon: launched for a job (or for the recovery of one),
+stopped at its first idle tick unless a job from the shared queue is under way here. Launched, its threads poll its tables (2–4 %
 of a core here on SQLite); stopping takes about 0.1 s and launching again about 0.02 s, far
 less than any run, so an idle daemon costs what it cost before. A worker keeps it launched.
 """
@@ -51,9 +52,9 @@ __all__ = [
 
 QUEUE: Final = "bundle-jobs"
 QUEUE_POLL_S: Final = 0.2
+"""How often a worker looks for a job, and a waiting daemon for a job's end."""
 TAKE_OVER_CHECK_S: Final = 5.0
 """How often a daemon waiting for a job under way elsewhere asks whether that machine is gone."""
-"""How often a worker looks for a job, and a waiting daemon for a job's end."""
 APPLICATION_VERSION: Final = "bundle-job-1"
 """Pinned, not DBOS's hash of the code: a job cut off by an upgrade is still recovered. Bumped
 only when the workflow's steps change in a way an old checkpoint cannot be replayed through."""
@@ -181,9 +182,6 @@ class Engine:
 
     def __init__(self, settings: EngineSettings, *, log: Any) -> None:
         self.settings = settings
-        self.database_url, self.executor_id = settings.database_url, settings.executor_id
-        self.shared, self.jobs_at_once = settings.shared, settings.jobs_at_once
-        self.runs_jobs, self.owns_queue = settings.runs_jobs, settings.owns_queue
         self.log = log
         self.launched = False
         self._probe: Ledger | None = None
@@ -199,29 +197,29 @@ class Engine:
         DBOS(
             config={
                 "name": "portfolio-optimiser",
-                "system_database_url": self.database_url,
-                "executor_id": self.executor_id,
+                "system_database_url": self.settings.database_url,
+                "executor_id": self.settings.executor_id,
                 "application_version": APPLICATION_VERSION,
                 "log_level": "WARNING",
                 # Nothing waits on DBOS notifications; a short poll lets DBOS stop in 0.1 s.
                 "notification_listener_polling_interval_sec": 0.1,
             }
         )
-        if not self.runs_jobs:
+        if not self.settings.runs_jobs:
             DBOS.listen_queues([])
         DBOS.launch()  # recovers this executor's jobs a crash cut off, on DBOS's own threads
         self.launched = True
-        if self.shared:
+        if self.settings.shared:
             DBOS.register_queue(
                 QUEUE,
                 worker_concurrency=1,  # a process runs one job at a time; machines add workers
-                global_concurrency=self.jobs_at_once or None,
+                global_concurrency=self.settings.jobs_at_once or None,
                 polling_interval_sec=QUEUE_POLL_S,
                 # The daemon's config says how many at once; a worker's or recover's never
                 # changes it (each registers the queue only if no daemon has yet).
-                on_conflict="always_update" if self.owns_queue else "never_update",
+                on_conflict="always_update" if self.settings.owns_queue else "never_update",
             )
-        if not wait_for_recovered or self.shared:
+        if not wait_for_recovered or self.settings.shared:
             # Shared: DBOS stamps a queued job with the executor that enqueued it, so this
             # daemon's list would hold every job it queued; each claimed one is waited for (with
             # a stop) when the lifecycle reaches it.
@@ -234,7 +232,7 @@ class Engine:
         recovered = DBOS.list_workflows(
             status=sorted(_RUNNING),
             name="bundle_job",
-            executor_id=self.executor_id,
+            executor_id=self.settings.executor_id,
             app_version=APPLICATION_VERSION,
             load_input=False,
             load_output=False,
@@ -280,7 +278,7 @@ class Engine:
             # That attempt failed (the lifecycle retried or the user put it back): a new one.
             job = dataclasses.replace(job, attempt=job.attempt + 1)
             status = DBOS.get_workflow_status(workflow_id(job))
-        if status is None and self.shared:
+        if status is None and self.settings.shared:
             queue = DBOS.retrieve_queue(QUEUE)
             assert queue is not None  # registered at the launch
             with SetWorkflowID(workflow_id(job)):
@@ -295,7 +293,7 @@ class Engine:
         wid = workflow_id(job)
         status = DBOS.get_workflow_status(wid)
         if status is None:  # one machine: run here, now (a shared one enqueued it at submit)
-            assert not self.shared, f"the workflow {wid} was never enqueued"
+            assert not self.settings.shared, f"the workflow {wid} was never enqueued"
             with SetWorkflowID(wid):
                 return Job.from_json(_bundle_job(job.to_json()))
         waited_for, looked = "", 0.0
@@ -303,7 +301,7 @@ class Engine:
             if stop():
                 return None
             owner = status.executor_id or ""
-            if status.status == "PENDING" and owner != self.executor_id:
+            if status.status == "PENDING" and owner != self.settings.executor_id:
                 if owner != waited_for:
                     waited_for = owner
                     self.log.info("job under way elsewhere", bundle=job.name, executor=owner)
@@ -339,7 +337,7 @@ class Engine:
             return bool(
                 DBOS.list_workflows(
                     status="PENDING",
-                    executor_id=self.executor_id,
+                    executor_id=self.settings.executor_id,
                     name="bundle_job",
                     load_input=False,
                     load_output=False,

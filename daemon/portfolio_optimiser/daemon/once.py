@@ -12,6 +12,7 @@ from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.environment import admission_for
 
+from .host import iso
 from .processor import ItemResult, Processor
 from .service import _stop_engine, _workspace_lock, _write_status
 from .stores import hold_as, open_ledger, stores_for
@@ -61,7 +62,7 @@ def run_once(
         ledger = open_ledger(workspace, config, environ)
         processor: Processor | None = None
         try:
-            hold_as(ledger, stores, role="daemon")
+            hold_as(ledger, stores, role="daemon", now=iso(clock()))
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
             processor.history.extend(processor.recover())
             processor.scan()

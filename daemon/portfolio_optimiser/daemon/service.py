@@ -28,6 +28,8 @@ from portfolio_optimiser.config import Config, ConfigError, load_config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.environment import admission_for
 
+from .db import database_unavailable
+from .host import iso
 from .ledger import Ledger
 from .lock import WorkspaceLock
 from .notify import Notifier
@@ -165,7 +167,7 @@ class Service:
         with _workspace_lock(ws, stores):
             ledger = open_ledger(ws, self.config)
             try:
-                hold_as(ledger, stores, role="daemon")
+                hold_as(ledger, stores, role="daemon", now=iso(self.clock()))
                 return self._serve(ledger)
             finally:
                 if not self._unfinished:  # a worker still writing keeps its connection to the end
@@ -175,6 +177,8 @@ class Service:
         ws = self.workspace
         processor = Processor(ws, self.config, ledger, self.clock, self.log, self.client_factory)
         processor.recovery_due = True
+        stores = stores_for(self.config)
+        heartbeat = stores.executor_id if stores.shared else None
         polling, why = self._polling()
         watcher = InboxWatcher([ws.inbox_projects, ws.inbox_verdicts], self.hints, polling=polling)
         watcher.start()
@@ -258,6 +262,8 @@ class Service:
                     self.notifier.status(self._status(processor, watcher, busy=worker is not None))
                     if worker is None:
                         self._publish_status(processor, "running", watcher.method)
+                        if heartbeat is not None:  # when `status` last heard of this machine
+                            self._heartbeat(ledger, heartbeat)
                 if worker is None:
                     _stop_engine(
                         idle_only=True
@@ -293,6 +299,14 @@ class Service:
                 self._publish_status(processor, "stopped", watcher.method)
             self.log.info("daemon stopped")
         return exit_code
+
+    def _heartbeat(self, ledger: Ledger, executor: str) -> None:
+        try:
+            ledger.seen(executor, now=iso(self.clock()))
+        except Exception as exc:  # the database away for now: the next refresh says it again
+            if not database_unavailable(exc):
+                raise
+            self.log.warning("heartbeat not recorded", problem=str(exc))
 
     def _publish_status(self, processor: Processor, state: str, method: str) -> None:
         """status.json, rewritten only when what it says has changed."""

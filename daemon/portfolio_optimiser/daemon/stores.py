@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,12 +48,11 @@ def stores_for(config: Config, environ: Mapping[str, str] | None = None) -> Stor
     return Stores(url, executor)
 
 
-def hold_as(ledger: Ledger, stores: Stores, *, role: str) -> None:
+def hold_as(ledger: Ledger, stores: Stores, *, role: str, now: str) -> None:
     """On a shared database: one daemon takes in the inbox, and each executor name is one
     process (``ledger_machines``); on one machine the workspace lock is all of it."""
     if role == "daemon":
         ledger.hold_intake()
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     ledger.hold_executor(
         stores.executor_id, role=role, host=socket.gethostname(), pid=os.getpid(), now=now
     )

@@ -29,11 +29,10 @@ from .ledger import Ledger
 from .stores import Stores, hold_as, stores_for
 from .workspace import Workspace
 
-EX_TEMPFAIL: Final = 75
-"""The shared database went away: systemd starts the worker again once it is back."""
-
 __all__ = ["HEARTBEAT_S", "NotShared", "recover_executor", "serve_worker", "worker_stores"]
 
+EX_TEMPFAIL: Final = 75
+"""The shared database went away: systemd starts the worker again once it is back."""
 HEARTBEAT_S: Final = 5.0
 """How often a worker says it works (``status`` shows when each was last seen)."""
 
@@ -111,7 +110,7 @@ def _serve(
 
     host: RunHost | None = None
     try:
-        hold_as(ledger, stores, role="worker")
+        hold_as(ledger, stores, role="worker", now=iso(clock()))
         host = RunHost(workspace, config, ledger.reopen(), clock, log, client_factory, environ)
         settings = EngineSettings(
             stores.database_url,

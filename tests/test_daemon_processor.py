@@ -801,7 +801,7 @@ def test_a_job_left_without_its_input_does_not_make_the_next_drop_a_duplicate(
     from portfolio_optimiser.daemon.job import Job
 
     entry = drop_bundle(workspace)
-    identity = processor.portfolio.identity(entry, content_digest(entry))
+    identity, _snapshot = processor.portfolio.identity(entry, content_digest(entry))
     orphan = Job(
         identity,
         "old",

@@ -51,7 +51,7 @@ def portfolio_run(
 
 
 @pytest.mark.loadbearing
-def test_every_planted_line_gets_its_candidate_with_its_comparables(
+def test_every_planted_line_gets_its_graded_candidate_and_what_it_was_measured_against(
     portfolio_run: tuple[Workspace, SyntheticPortfolio, list[object]],
 ) -> None:
     ws, portfolio, _results = portfolio_run
@@ -62,12 +62,10 @@ def test_every_planted_line_gets_its_candidate_with_its_comparables(
         for c in proposals["candidates"]:
             if c["measure_type"] == "reference_price" and c["validator"]["outcome"] == "accepted":
                 found.add((project_id, c["affected_codes"][0]))
-                assert f"### `{c['id']}`" in report  # with its comparables under it
+                # graded, with what it was measured against under it
+                assert f"### {c['grade']}: `{c['id']}`" in report
         if any(pid == project_id for pid, _code in portfolio.planted):
-            assert (
-                "## Reference prices" in report
-                and "| project | line | unit price (NOK) |" in report
-            )
+            assert "## Reference prices" in report and "| measured against | value |" in report
     assert portfolio.planted <= found
     assert len(found & portfolio.planted) >= 0.8 * len(found)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.models import CostLine, Project
+from portfolio_optimiser.context.models import Candidate, CostLine, Project
 from portfolio_optimiser.context.reference import (
     MEASURE_TYPE,
     ReferenceIndex,
@@ -42,9 +42,13 @@ def project(
     )
 
 
+def candidates_of(p: Project, index: ReferenceIndex) -> list[Candidate]:
+    return reference_candidates(p, index.assess(p))
+
+
 def flagged(projects: list[Project], rule: ReferenceRule | None = None) -> set[str]:
     index = ReferenceIndex.of(projects, rule or ReferenceRule())
-    return {c.project_id for p in projects for c in reference_candidates(p, index)}
+    return {c.project_id for p in projects for c in candidates_of(p, index)}
 
 
 def test_one_unit_has_one_spelling() -> None:
@@ -57,8 +61,9 @@ def test_one_unit_has_one_spelling() -> None:
 def test_a_line_well_above_its_class_is_a_candidate_at_the_median() -> None:
     others = [project(f"p{i}", 6000 + 50 * i) for i in range(6)]  # median 6125
     dear = project("dear", 9000, quantity=480)
-    [candidate] = reference_candidates(dear, ReferenceIndex.of([*others, dear]))
+    [candidate] = candidates_of(dear, ReferenceIndex.of([*others, dear]))
     assert candidate.measure_type == MEASURE_TYPE and candidate.affected_codes == ("02.3",)
+    assert candidate.grade == "likely" and candidate.unit == "m2"
     assert candidate.claimed_saving_nok == reference_saving(9000, 6125, 480) == 1_300_000
     assert candidate.evidence == ("cost/dear-02.3.md", "reference:02.3@m2")
     assert flagged([*others, dear]) == {"dear"}
@@ -71,9 +76,8 @@ def test_a_line_is_never_its_own_reference() -> None:
     projects = [*(project(f"p{i}", 6000) for i in range(4)), project("dear", 9000)]
     assert flagged(projects, rule) == set()
     index = ReferenceIndex.of(projects, rule)
-    assert all(
-        c.project_id != "dear" for c in index.reference(projects[-1], "02.3", "m2").comparables
-    )
+    [line] = index.assess(projects[-1]).lines
+    assert line.n == 4 and line.median_nok == 6000 and line.grade is None
 
 
 @pytest.mark.loadbearing
@@ -113,16 +117,17 @@ def test_the_validator_recomputes_a_reference_candidate_against_the_classes() ->
     others = [project(f"p{i}", 6000) for i in range(5)]
     dear = project("dear", 9000, quantity=480)
     index = ReferenceIndex.of([*others, dear])
-    [candidate] = reference_candidates(dear, index)
-    assert validate_candidate(candidate, dear, references=index).outcome == "accepted"
+    [candidate] = candidates_of(dear, index)
+    refs = index.assess(dear)
+    assert validate_candidate(candidate, dear, references=refs).outcome == "accepted"
     inflated = candidate.model_copy(
         update={"claimed_saving_nok": 1_500_000, "saving_literal": "1500000"}
     )
-    rejected = validate_candidate(inflated, dear, references=index)
+    rejected = validate_candidate(inflated, dear, references=refs)
     assert rejected.outcome == "rejected" and "less than the 1500000 claimed" in rejected.reason
     assert validate_candidate(candidate, dear).outcome == "rejected"  # no classes: unresolved
     thin = ReferenceIndex.of([*others[:2], dear])
-    assert validate_candidate(candidate, dear, references=thin).outcome == "rejected"
+    assert validate_candidate(candidate, dear, references=thin.assess(dear)).outcome == "rejected"
 
 
 @pytest.mark.loadbearing
@@ -133,9 +138,10 @@ def test_a_generated_portfolio_finds_its_planted_lines(tmp_path: Path, seed: int
     index = ReferenceIndex.of(projects)
     found: set[tuple[str, str]] = set()
     for p in projects:
-        candidates = reference_candidates(p, index)
+        refs = index.assess(p)
+        candidates = reference_candidates(p, refs)
         assert all(
-            d.outcome == "accepted" for d in validate_candidates(candidates, p, references=index)
+            d.outcome == "accepted" for d in validate_candidates(candidates, p, references=refs)
         )
         found |= {(p.id, c.affected_codes[0]) for c in candidates}
     hits = found & portfolio.planted
@@ -149,9 +155,9 @@ def test_one_excess_cannot_be_claimed_twice_and_the_line_must_be_flagged() -> No
     others = [project(f"p{i}", 6000) for i in range(5)]
     dear = project("dear", 9000, quantity=480)
     index = ReferenceIndex.of([*others, dear])
-    [first] = reference_candidates(dear, index)
+    [first] = candidates_of(dear, index)
     again = first.model_copy(update={"measure_type": "rationalise"})
-    [ok, twice] = validate_candidates([first, again], dear, references=index)
+    [ok, twice] = validate_candidates([first, again], dear, references=index.assess(dear))
     assert ok.outcome == "accepted" and twice.outcome == "rejected"
     assert "already claimed" in twice.reason
     fair = project("fair", 6100, quantity=480)
@@ -164,4 +170,82 @@ def test_one_excess_cannot_be_claimed_twice_and_the_line_must_be_flagged() -> No
             "evidence": ("cost/fair-02.3.md", "reference:02.3@m2"),
         }
     )
-    assert validate_candidate(cited, fair, references=index).outcome == "rejected"
+    assert validate_candidate(cited, fair, references=index.assess(fair)).outcome == "rejected"
+
+
+# -- issue 22: identity, the project's own level, materiality, grades ------------------------------
+
+CODES = {"21": 2400.0, "22": 3800.0, "23": 6500.0, "25": 2600.0, "31": 1500.0, "36": 2300.0}
+
+
+def building(
+    pid: str, factor: float, *, wobble: int, dear: dict[str, float] | None = None
+) -> Project:
+    """A project pricing six codes at ``factor`` times their base, each line a little off (a
+    deterministic ±3 %), some lines overpriced by ``dear``."""
+    lines = []
+    for n, (code, base) in enumerate(CODES.items()):
+        price = round(base * factor * (1 + 0.03 * (((wobble + 3 * n) % 5) - 2) / 2))
+        price = round(price * (dear or {}).get(code, 1.0))
+        lines.append(
+            CostLine(
+                code=code,
+                amount_nok=price * 1000,
+                quantity=1000,
+                unit="m2",
+                unit_price_nok=price,
+                source=f"cost/{code}.md",
+            )
+        )
+    return Project(
+        id=pid, name=pid, cost_lines=tuple(lines), files=frozenset(line.source for line in lines)
+    )
+
+
+@pytest.mark.loadbearing
+def test_a_whole_project_fifteen_percent_dearer_yields_no_candidate() -> None:
+    portfolio = [building(f"p{i}", 1.0, wobble=i) for i in range(12)]
+    region = building("dear-region", 1.15, wobble=5)
+    index = ReferenceIndex.of([*portfolio, region])
+    assert candidates_of(region, index) == []
+    assert all(1.05 < line.level < 1.25 for line in index.assess(region).lines)
+    # The same project with one line a further +60 % is still found: its level is not the line's.
+    planted = building("dear-region", 1.15, wobble=5, dear={"23": 1.6})
+    [found] = candidates_of(planted, ReferenceIndex.of([*portfolio, planted]))
+    assert found.affected_codes == ("23",) and found.grade == "likely"
+
+
+@pytest.mark.loadbearing
+def test_a_line_under_the_materiality_floor_is_never_flagged() -> None:
+    others = [project(f"p{i}", 800 + 5 * i, quantity=79) for i in range(6)]
+    tiny = project("tiny", 1300, quantity=79)  # +60 %, but 79 m2: about 39 000 NOK
+    index = ReferenceIndex.of([*others, tiny])
+    [line] = index.assess(tiny).lines
+    assert line.grade == "likely"
+    assert candidates_of(tiny, index) == []
+    big = project("big", 1300, quantity=790)
+    assert [c.affected_codes for c in candidates_of(big, ReferenceIndex.of([*others, big]))] == [
+        ("02.3",)
+    ]
+
+
+@pytest.mark.loadbearing
+def test_a_reference_candidates_id_stands_while_its_saving_moves() -> None:
+    others = [project(f"p{i}", 6000 + 50 * i) for i in range(6)]  # median 6125
+    dear = project("dear", 9000, quantity=100)
+    [before] = candidates_of(dear, ReferenceIndex.of([*others, dear]))
+    grown = [*others, *(project(f"q{i}", 6900 + 100 * i) for i in range(4))]  # median 6225
+    [after] = candidates_of(dear, ReferenceIndex.of([*grown, dear]))
+    assert (before.claimed_saving_nok, after.claimed_saving_nok) == (280_000, 270_000)
+    assert after.id == before.id
+    per_m3 = [project(f"m{i}", 6000, unit="m3") for i in range(6)]
+    dear_m3 = project("dear", 9000, quantity=100, unit="m3")
+    [other_line] = candidates_of(dear_m3, ReferenceIndex.of([*per_m3, dear_m3]))
+    assert other_line.id != before.id
+
+
+def test_a_smaller_excess_is_surfaced_as_possible_not_dropped() -> None:
+    others = [project(f"p{i}", 6000 * (0.9 + 0.04 * i)) for i in range(6)]
+    index = ReferenceIndex.of([*others, project("some", 7900)])
+    [line] = index.assess(project("some", 7900)).lines
+    assert line.grade == "possible" and 2.0 <= line.sigmas < 3.0

@@ -69,9 +69,13 @@ class Context(_Section):
 
 class Reference(_Section):
     min_comparables: int = 4
-    threshold: float = 3.5
+    threshold: float = 2.65
+    possible_threshold: float = 2.0
     min_excess: float = 0.10
     min_spread: float = 0.02
+    shrink_comparables: int = 4
+    min_saving_nok: float = 50_000
+    min_share: float = 0.001
 
     def rule(self) -> ReferenceRule:
         return ReferenceRule(**self.model_dump())

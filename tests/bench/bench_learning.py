@@ -152,7 +152,7 @@ def _round(
     reasoning = session(state / f"r{round_no}", MODEL)
     results: list[RunResult] = []
     started = time.perf_counter()
-    for bundle in bundles.values():
+    for project_id, bundle in bundles.items():
         results.append(
             asyncio.run(
                 run_project(
@@ -163,7 +163,7 @@ def _round(
                     reasoning=reasoning,
                     run_id=f"round-{round_no}",
                     client_factory=naive_model(seed, round_no, heard),
-                    references=index,
+                    references=index.assess(projects[project_id]),
                     portfolio=projects,
                 )
             )

@@ -1,9 +1,13 @@
 """The IR: a project's structured data as read from its bundle, and the candidates proposed for it.
 
-Amounts are NOK as the planner wrote them (``int`` or ``float``). A candidate's id is minted from its
-key *literal*: ``30000`` and ``30000.0`` are different literals and so different candidates. Nothing
-here normalises a magnitude, because a normalising writer would split one candidate's learned
-signal across two ids.
+Amounts are NOK as the planner wrote them (``int`` or ``float``). A candidate's id is minted from
+what it is (DESIGN §11): the project, the codes, the measure type, and what tells it from another
+candidate of that type on those codes. For a reference price, which the portfolio computes and
+moves whenever a project arrives, that is the line's unit: the saving is a field that moves under
+a standing id, so a verdict keeps applying. For a measure a person or a model wrote, it is the
+saving *literal* as written: ``30000`` and ``30000.0`` are different literals and so different
+candidates. Nothing here normalises a magnitude, because a normalising writer would split one
+candidate's learned signal across two ids.
 """
 
 from __future__ import annotations
@@ -12,18 +16,23 @@ import hashlib
 import json
 import math
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 __all__ = [
+    "REFERENCE_PRICE",
     "Candidate",
     "CostLine",
     "MeasureOption",
     "Project",
     "candidate_key_literal",
+    "identity_literal",
     "mint_candidate_id",
 ]
+
+REFERENCE_PRICE: Final = "reference_price"
+"""The measure type of a line priced above its reference: its saving is computed, never written."""
 
 Money = int | float
 
@@ -137,10 +146,19 @@ def candidate_key_literal(value: Money | str) -> str:
     return str(value)
 
 
+def identity_literal(measure_type: str, saving_literal: str, unit: str | None) -> str:
+    """What tells a candidate from another of its type on its codes: a reference price's unit
+    (its saving moves with the portfolio, its line does not), else the saving as written."""
+    if measure_type == REFERENCE_PRICE:
+        return f"unit:{unit or ''}"
+    return saving_literal
+
+
 def mint_candidate_id(
     project_id: str, affected_codes: tuple[str, ...], measure_type: str, saving_literal: str
 ) -> str:
-    """``c-`` and 16 hex digits of the key's SHA-256. Codes are a set; the saving is a literal.
+    """``c-`` and 16 hex digits of the key's SHA-256. Codes are a set; the last part is
+    :func:`identity_literal`'s (a saving literal, or a reference price's unit).
 
     The key is a JSON array, so nothing collides by containing a separator: ``("a,b",)`` and
     ``("a", "b")`` are different keys.
@@ -169,6 +187,8 @@ class Candidate(_IR):
     unit_price_nok: Money | None = None
     origin: str = ""
     """Where it came from: ``measure-option:k-01``, ``proposer``, ``verdict:<id>``."""
+    grade: Literal["likely", "possible"] | None = None
+    """How sure a computed candidate is (a reference price's grade); None for a written one."""
 
     @model_validator(mode="before")
     @classmethod
@@ -190,11 +210,14 @@ class Candidate(_IR):
             )
         stated = data.pop("id", None)
         if stated is not None:
+            measure_type = str(data.get("measure_type", ""))
             minted = mint_candidate_id(
                 str(data.get("project_id", "")),
                 tuple(data.get("affected_codes") or ()),
-                str(data.get("measure_type", "")),
-                str(data.get("saving_literal", "")),
+                measure_type,
+                identity_literal(
+                    measure_type, str(data.get("saving_literal", "")), data.get("unit")
+                ),
             )
             if stated != minted:
                 raise ValueError(
@@ -210,5 +233,8 @@ class Candidate(_IR):
     @property
     def id(self) -> str:
         return mint_candidate_id(
-            self.project_id, self.affected_codes, self.measure_type, self.saving_literal
+            self.project_id,
+            self.affected_codes,
+            self.measure_type,
+            identity_literal(self.measure_type, self.saving_literal, self.unit),
         )

@@ -1,41 +1,42 @@
 """Reference classes: every ingested project's unit prices are the benchmark for the others.
 
 Decides, purely from the projects' IR: which lines are comparable (same cost code, same unit once
-normalised: ``m2``, ``m²`` and ``kvm`` are one unit), what a line's reference is (the *other*
-projects' unit prices — leave-one-out by project, so a line is never its own reference — from the
-same category first when enough of them declare one), and when a line is priced well above it.
+normalised: ``m2``, ``m²`` and ``kvm`` are one unit), which of a project's lines are priced above
+what the portfolio expects of them (``price_fit``: log prices, the project's own price level and
+category divided out, leave-one-out, a class's spread shrunk toward the pooled one when thin),
+how sure that is, and whether it is worth an expert's time.
 
-The rule is robust on purpose: a line is flagged when its unit price lies more than ``threshold``
-robust deviations above the reference median (the modified z-score of Iglewicz and Hoaglin, with
-the median absolute deviation scaled by 1.4826 so it estimates σ for normal data) *and* at least
-``min_excess`` above the median. The median and MAD barely move when several comparables are
-themselves overpriced, which "above the upper quartile" would not survive; the floor on the
-deviation (``min_spread`` of the median) keeps a class of near-identical prices from flagging a
-line one krone above them.
+The answer is graded rather than one threshold: a line ``threshold`` robust deviations or more
+above its expected price is *likely* overpriced, one ``possible_threshold`` or more *possible*
+(a +25 % line on a quiet code is surfaced, not dropped); either must also lie ``min_excess``
+above it, and have ``min_comparables`` other projects to be measured against. A line whose
+saving would be under ``min_saving_nok`` or under ``min_share`` of its project is not material
+and is never flagged.
 
-A flagged line yields the candidate "bring the unit price to the reference median", saving
-(unit price − median) × quantity, rounded *down* to two significant figures: conservative (it
-never claims more than the arithmetic gives), and stable, so a verdict keeps applying when the
-class is rebuilt and its median moves a little. What identifies the candidate is its key, as for
-every candidate: the project, the one cost code, the type ``reference_price`` and that rounded
-saving. The evidence is the line's own file and ``reference:<code>@<unit>``, which the validator
-resolves against the same classes and recomputes.
+A flagged line yields the candidate "bring the unit price to the price expected here", saving
+(unit price − expected) × quantity, rounded *down* to two significant figures (conservative: it
+never claims more than the arithmetic gives). Its id is its project, its code, its unit and the
+kind ``reference_price`` — never a figure: the saving and the grade are fields that move while the
+portfolio grows, and a verdict keeps applying. The evidence is the line's own file and
+``reference:<code>@<unit>``, which the validator checks against the same snapshot of the fit.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
+from functools import cached_property
 from typing import Final
 
-from .models import Candidate, CostLine, Project
+from .models import REFERENCE_PRICE, Candidate, CostLine, Project
+from .price_fit import LineReference, PriceFit, ProjectReferences
 
 __all__ = [
     "MEASURE_TYPE",
     "Comparable",
-    "Reference",
+    "LineReference",
+    "ProjectReferences",
     "ReferenceIndex",
     "ReferenceRule",
     "check_reference",
@@ -47,9 +48,8 @@ __all__ = [
     "two_figures_down",
 ]
 
-MEASURE_TYPE: Final = "reference_price"
+MEASURE_TYPE: Final = REFERENCE_PRICE
 LINK_PREFIX: Final = "reference:"
-_MAD_TO_SIGMA: Final = 1.4826
 _UNITS: Final = {
     "m2": ("m2", "m²", "m^2", "kvm", "sqm", "kvadratmeter"),
     "m3": ("m3", "m³", "m^3", "kbm", "kubikkmeter"),
@@ -74,12 +74,21 @@ def normalise_unit(unit: str | None) -> str | None:
 
 @dataclass(frozen=True)
 class ReferenceRule:
-    """When a line is priced well above its reference (``[reference]`` in the configuration)."""
+    """When a line is priced above its reference (``[reference]`` in the configuration)."""
 
     min_comparables: int = 4
-    threshold: float = 3.5
+    threshold: float = 2.65
+    """Robust deviations above the expected price for *likely*."""
+    possible_threshold: float = 2.0
+    """Robust deviations above the expected price for *possible*."""
     min_excess: float = 0.10
     min_spread: float = 0.02
+    """A spread (log) is never taken below this: near-identical prices flag nothing by a krone."""
+    shrink_comparables: int = 4
+    """A class's own spread counts as many projects as it has; the pooled one as this many."""
+    min_saving_nok: float = 50_000
+    min_share: float = 0.001
+    """A saving under this share of the project's cost is not material."""
 
 
 @dataclass(frozen=True)
@@ -88,43 +97,6 @@ class Comparable:
     source: str
     unit_price_nok: float
     category: str | None = None
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A line's reference: the comparables it was measured against and their statistics."""
-
-    code: str
-    unit: str
-    category: str | None
-    """The category the comparables share, or None when they were taken across categories."""
-    comparables: tuple[Comparable, ...]
-
-    @property
-    def n(self) -> int:
-        return len(self.comparables)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(c.unit_price_nok for c in self.comparables)
-
-    @property
-    def mad(self) -> float:
-        """The median absolute deviation from the median."""
-        middle = self.median
-        return statistics.median(abs(c.unit_price_nok - middle) for c in self.comparables)
-
-    def spread(self, rule: ReferenceRule) -> float:
-        """The robust σ, never below ``min_spread`` of the median."""
-        return max(_MAD_TO_SIGMA * self.mad, rule.min_spread * abs(self.median))
-
-    def flags(self, unit_price: float, rule: ReferenceRule) -> bool:
-        if self.n < rule.min_comparables or self.median <= 0:
-            return False
-        excess = unit_price - self.median
-        return excess >= rule.min_excess * self.median and excess > rule.threshold * self.spread(
-            rule
-        )
 
 
 def reference_link(code: str, unit: str) -> str:
@@ -161,16 +133,19 @@ class ReferenceIndex:
                 )
         return cls({key: tuple(found[key]) for key in sorted(found)}, rule or ReferenceRule())
 
-    def reference(self, project: Project, code: str, unit: str) -> Reference:
-        """Leave-one-out: the other projects' prices; the project's own category when it has
-        enough of them, else every category."""
-        rule = self.rule
-        others = tuple(c for c in self.classes.get((code, unit), ()) if c.project_id != project.id)
-        if project.category:
-            same = tuple(c for c in others if c.category == project.category)
-            if len(same) >= rule.min_comparables:
-                return Reference(code, unit, project.category, same)
-        return Reference(code, unit, None, others)
+    @cached_property
+    def fit(self) -> PriceFit:
+        """The fitted portfolio, built once per index (an index never changes)."""
+        return PriceFit(self)
+
+    def assess(self, project: Project) -> ProjectReferences:
+        """Every priced line of ``project`` against the others: the snapshot a run uses."""
+        priced = [
+            (line.code, found[0], found[2])
+            for line in project.cost_lines
+            if (found := _priced(line))
+        ]
+        return self.fit.assess(project.id, project.category, priced)
 
     def thin(self) -> list[tuple[str, str, int]]:
         """Classes with fewer projects than a reference needs: (code, unit, projects)."""
@@ -201,35 +176,54 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}".replace(",", " ")
 
 
-def reference_candidates(project: Project, index: ReferenceIndex) -> list[Candidate]:
-    """One candidate per line priced well above its reference, in the project's line order."""
+def _material(saving: int, project: Project, references: ProjectReferences) -> bool:
+    size = project.base_estimate_nok or project.cost_total_nok
+    return saving >= references.min_saving_nok and saving >= references.min_share * float(size)
+
+
+def _why(line: CostLine, ref: LineReference, unit: str, quantity: float, saving: int) -> str:
+    among = f"{ref.category} projects" if ref.category else "projects"
+    level = (
+        f" This project's prices run {ref.level - 1:+.0%} on the portfolio's at this code (its "
+        "region and price level, not a saving), so the price expected here is "
+        f"{_fmt(ref.expected_nok)} NOK/{unit}."
+        if abs(ref.level - 1) >= 0.005
+        else ""
+    )
+    return (
+        f"{line.code} costs {_fmt(float(line.unit_price_nok or 0))} NOK/{unit}; the median of "
+        f"{ref.n} other {among} is {_fmt(ref.median_nok)} NOK/{unit}.{level} It lies "
+        f"{ref.sigmas:.1f} robust deviations above that ({ref.grade}). At "
+        f"{_fmt(ref.expected_nok)} NOK/{unit}, {_fmt(quantity)} {unit} cost about {_fmt(saving)} "
+        "NOK less (rounded down to two significant figures)."
+    )
+
+
+def reference_candidates(project: Project, references: ProjectReferences) -> list[Candidate]:
+    """One candidate per line priced above what the portfolio expects here, material and graded,
+    in the project's line order."""
     found: list[Candidate] = []
     for line in project.cost_lines:
         priced = _priced(line)
         if priced is None:
             continue
         unit, quantity, price = priced
-        reference = index.reference(project, line.code, unit)
-        rule = index.rule
-        if not reference.flags(price, rule):
+        ref = references.get(line.code, unit)
+        if ref is None or ref.grade is None:
             continue
-        saving = reference_saving(price, reference.median, quantity)
-        if saving <= 0:
+        saving = reference_saving(price, ref.expected_nok, quantity)
+        if saving <= 0 or not _material(saving, project, references):
             continue
-        among = f"{reference.category} projects" if reference.category else "projects"
         found.append(
             Candidate(
                 project_id=project.id,
                 affected_codes=(line.code,),
                 measure_type=MEASURE_TYPE,
                 claimed_saving_nok=saving,
-                title=f"Bring the unit price of {line.code} to the reference median",
-                rationale=(
-                    f"{line.code} costs {_fmt(price)} NOK/{unit}; the median of {reference.n} other "
-                    f"{among} is {_fmt(reference.median)} NOK/{unit} (robust spread "
-                    f"{_fmt(reference.spread(rule))}). At the median, {_fmt(quantity)} {unit} cost "
-                    f"about {_fmt(saving)} NOK less (rounded down to two significant figures)."
-                ),
+                unit=unit,
+                grade=ref.grade,
+                title=f"Bring the unit price of {line.code} to the price expected here",
+                rationale=_why(line, ref, unit, quantity, saving),
                 evidence=tuple(e for e in (line.source, reference_link(line.code, unit)) if e),
                 origin=f"reference:{line.code}@{unit}",
             )
@@ -240,14 +234,14 @@ def reference_candidates(project: Project, index: ReferenceIndex) -> list[Candid
 def check_reference(
     candidate: Candidate,
     project: Project,
-    index: ReferenceIndex,
+    references: ProjectReferences,
     link: str,
     accepted: Sequence[Candidate] = (),
 ) -> str | None:
     """The validator's check of a ``reference:`` link: None when it holds, else why not.
 
-    The line must be one the rule flags, and the saving its median gives is shared by every
-    accepted candidate citing the same class: one excess cannot be claimed twice."""
+    The line must be one the fit grades, and the saving its expected price gives is shared by
+    every accepted candidate citing the same class: one excess cannot be claimed twice."""
     code, _, unit = link.removeprefix(LINK_PREFIX).partition("@")
     line = project.line(code)
     if not unit or line is None or code not in candidate.affected_codes:
@@ -255,39 +249,38 @@ def check_reference(
     priced = _priced(line)
     if priced is None or priced[0] != unit:
         return f"evidence link {link!r}: line {code} has no quantity and unit price in {unit}"
-    reference = index.reference(project, code, unit)
-    if reference.n < index.rule.min_comparables:
+    ref = references.get(code, unit)
+    if ref is None or ref.n < references.min_comparables:
+        n = 0 if ref is None else ref.n
         return (
-            f"evidence link {link!r}: {reference.n} comparable(s) in the portfolio, "
-            f"fewer than the {index.rule.min_comparables} a reference needs"
+            f"evidence link {link!r}: {n} comparable(s) in the portfolio, "
+            f"fewer than the {references.min_comparables} a reference needs"
         )
     _unit, quantity, price = priced
-    if not reference.flags(price, index.rule):
+    if ref.grade is None:
         return (
-            f"evidence link {link!r}: {code} at {_fmt(price)} NOK/{unit} is not priced well above "
-            f"its reference median {_fmt(reference.median)}"
+            f"evidence link {link!r}: {code} at {_fmt(price)} NOK/{unit} is not priced above "
+            f"the {_fmt(ref.expected_nok)} expected here by enough to tell"
         )
-    expected = reference_saving(price, reference.median, quantity)
+    expected = reference_saving(price, ref.expected_nok, quantity)
     taken = sum(float(c.claimed_saving_nok) for c in accepted if link in c.evidence)
     if float(candidate.claimed_saving_nok) + taken > expected + 0.5:
         already = f" ({_fmt(taken)} NOK of it already claimed)" if taken else ""
         return (
-            f"evidence link {link!r}: at the reference median {_fmt(reference.median)} NOK/{unit} "
+            f"evidence link {link!r}: at the expected {_fmt(ref.expected_nok)} NOK/{unit} "
             f"the saving is {_fmt(expected)} NOK{already}, less than the "
             f"{candidate.saving_literal} claimed"
         )
     return None
 
 
-def references_of(
-    candidate: Candidate, project: Project, index: ReferenceIndex
-) -> Sequence[Reference]:
+def references_of(candidate: Candidate, references: ProjectReferences) -> list[LineReference]:
     """The references a candidate's ``reference:`` links name (for the report)."""
     found = []
     for link in candidate.evidence:
         if link.startswith(LINK_PREFIX):
             code, _, unit = link.removeprefix(LINK_PREFIX).partition("@")
-            reference = index.reference(project, code, unit)
-            if reference.n:
-                found.append(reference)
+            ref = references.get(code, unit)
+            if ref is not None:
+                found.append(ref)
     return found

@@ -13,7 +13,7 @@ rule and the recomputed numbers, so the reasoning can be redone by hand.
 | saving_within_cost | the saving is above what the affected lines cost together |
 | arithmetic | quantity × unit price is given and differs from the saving by more than 0.5 NOK, or an affected line's own quantity × unit price differs from its amount |
 | no_double_counting | the same candidate or kuttliste item is already counted, or with the accepted candidates that share its codes it claims more than those lines cost |
-| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no reference class of the portfolio or its median gives less than the saving claimed |
+| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no line the portfolio's reference fit grades, or the price expected there gives less than the saving claimed |
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from urllib.parse import unquote
 from ._allocation import assignable
 from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
 from .models import Candidate, Money, Project
-from .reference import LINK_PREFIX, ReferenceIndex, check_reference
+from .reference import LINK_PREFIX, ProjectReferences, check_reference
 
 __all__ = ["ARITHMETIC_TOLERANCE_NOK", "validate_candidate", "validate_candidates"]
 
@@ -47,7 +47,10 @@ def _nok(value: Decimal) -> str:
 
 
 def validate_candidates(
-    candidates: Iterable[Candidate], project: Project, *, references: ReferenceIndex | None = None
+    candidates: Iterable[Candidate],
+    project: Project,
+    *,
+    references: ProjectReferences | None = None,
 ) -> list[Decision]:
     """Validate a run's candidates in order; each is checked against those accepted before it."""
     accepted: list[Candidate] = []
@@ -65,10 +68,11 @@ def validate_candidate(
     project: Project,
     *,
     accepted: Sequence[Candidate] = (),
-    references: ReferenceIndex | None = None,
+    references: ProjectReferences | None = None,
 ) -> Decision:
     """Check one candidate; ``accepted`` are the run's candidates already counted, and
-    ``references`` the portfolio's reference classes (``reference:`` evidence resolves there)."""
+    ``references`` the project's lines measured against the portfolio (``reference:`` evidence
+    resolves there)."""
     with localcontext(_PRECISION):
         return _validate(candidate, project, accepted, references)
 
@@ -77,7 +81,7 @@ def _validate(
     candidate: Candidate,
     project: Project,
     accepted: Sequence[Candidate],
-    references: ReferenceIndex | None,
+    references: ProjectReferences | None,
 ) -> Decision:
     codes = tuple(dict.fromkeys(candidate.affected_codes))
     if candidate.project_id != project.id:
@@ -287,7 +291,7 @@ def _overlapping(candidate: Candidate, accepted: Sequence[Candidate]) -> list[Ca
 def _evidence_inside_bundle(
     candidate: Candidate,
     project: Project,
-    references: ReferenceIndex | None,
+    references: ProjectReferences | None,
     accepted: Sequence[Candidate],
 ) -> RuleCheck:
     if not candidate.evidence:

@@ -14,6 +14,7 @@ projects the portfolio moved under are run again in place. The processor decides
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from dataclasses import dataclass
 from datetime import datetime
@@ -189,11 +190,11 @@ class BundleLifecycle(JobRuns):
             # The run's identity (its content and the portfolio inputs that shape its candidates)
             # is fixed when it is claimed: recovery and retries reuse it, so a portfolio that
             # moved in between cannot turn one claim into two runs.
-            digest = (
-                remembered
-                or self._kept_identity(content)
-                or self.portfolio.identity(bundle, content)
-            )
+            references = ""
+            digest = remembered or self._kept_identity(content)
+            if digest is None:
+                digest, snapshot = self.portfolio.identity(bundle, content)
+                references = json.dumps(snapshot.to_dict(), sort_keys=True)
             if remembered is None:
                 self.ledger.remember_claim(claimed.name, digest)
         except Exception as exc:
@@ -251,7 +252,14 @@ class BundleLifecycle(JobRuns):
         if known is None:
             known = self.ledger.begin(digest, kind="bundle", name=name, now=iso(now))
         job = Job(
-            digest, name, str(claimed), str(bundle), known.first_seen, rerun=False, content=content
+            digest,
+            name,
+            str(claimed),
+            str(bundle),
+            known.first_seen,
+            rerun=False,
+            content=content,
+            references=references,
         )
         self.ledger.save_job(digest, job.stage.value, job.to_json(), now=iso(now))
         return self._claimed_job(claimed, job, name)

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.reference import ProjectReferences
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.store import Store
 
@@ -102,6 +106,7 @@ class RunHost:
 
                 built.append(
                     RunInputs.build(
+                        references=self.snapshot(job),
                         workspace=ws,
                         config=self.config,
                         ledger=self.ledger,
@@ -117,6 +122,13 @@ class RunHost:
             return built[0]
 
         return JobContext(ws, self.ledger, inputs, lambda: iso(self.clock()), self.log, self.fault)
+
+    def snapshot(self, job: Job) -> ProjectReferences:
+        """The reference fit the job's identity was computed against; measured now for a job
+        that carries none (claimed before it was remembered, or by an earlier version)."""
+        if job.references:
+            return ProjectReferences.from_dict(json.loads(job.references))
+        return self.portfolio.references().assess(load_ir_projections(Path(job.bundle)))
 
     def begin_run(self, job: Job) -> None:
         """Counted durably before it starts: a run that takes the process down twice is given

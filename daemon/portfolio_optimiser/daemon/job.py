@@ -36,7 +36,7 @@ from .ledger_machines import SPEND_LOCK
 from .runner import RunInputs, run_pipeline
 from .workspace import Workspace
 
-__all__ = ["STAGES", "Job", "JobContext", "RunSummary", "Stage"]
+__all__ = ["STAGES", "Job", "JobContext", "RunSummary", "Stage", "run_id_for"]
 
 
 class Stage(StrEnum):
@@ -71,6 +71,7 @@ class RunSummary:
                     c.candidate.affected_codes,
                     c.candidate.measure_type,
                     c.candidate.saving_literal,
+                    c.candidate.unit,
                 ),
                 c.assessment,
                 c.disagreement,
@@ -90,7 +91,11 @@ class RunSummary:
             (
                 c["id"],
                 key_json(
-                    c["project_id"], c["affected_codes"], c["measure_type"], c["saving_literal"]
+                    c["project_id"],
+                    c["affected_codes"],
+                    c["measure_type"],
+                    c["saving_literal"],
+                    c.get("unit"),
                 ),
                 c.get("assessment"),
                 c.get("disagreement"),
@@ -102,15 +107,21 @@ class RunSummary:
         return cls(proposals["project_id"], tokens, provenance.get("budget_stop"), rows)
 
 
-def key_json(project_id: str, codes: Any, measure_type: str, literal: str) -> str:
-    return json.dumps(
-        {
-            "project_id": project_id,
-            "affected_codes": list(codes),
-            "measure_type": measure_type,
-            "saving_literal": literal,
-        }
-    )
+def key_json(
+    project_id: str, codes: Any, measure_type: str, literal: str, unit: str | None = None
+) -> str:
+    key = {
+        "project_id": project_id,
+        "affected_codes": list(codes),
+        "measure_type": measure_type,
+        "saving_literal": literal,
+    }
+    return json.dumps(key | ({"unit": unit} if unit else {}))
+
+
+def run_id_for(first_seen: str, identity: str) -> str:
+    """When its content was first seen, and what it is: stable across restarts and retries."""
+    return f"{first_seen[:10].replace('-', '')}-{identity[:10]}"
 
 
 @dataclass(frozen=True)
@@ -133,10 +144,13 @@ class Job:
     """The claimed input's content hash: a job set aside after its run is found by it when the
     input comes back, whatever the portfolio has done to its identity meanwhile."""
 
+    references: str = ""
+    """The snapshot of the reference fit its identity was computed against (JSON): its run is
+    handed the same, so what identified it is what it runs on. Empty: measure it when it runs."""
+
     @property
     def run_id(self) -> str:
-        # When its content was first seen, and what it is: stable across restarts and retries.
-        return f"{self.first_seen[:10].replace('-', '')}-{self.identity[:10]}"
+        return run_id_for(self.first_seen, self.identity)
 
     def at(self, stage: Stage, summary: RunSummary | None = None) -> Job:
         return dataclasses.replace(self, stage=stage, summary=summary or self.summary)

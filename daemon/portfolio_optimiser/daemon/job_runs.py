@@ -7,6 +7,7 @@ portfolio it changed, the log), and runs again the ingested projects the portfol
 from __future__ import annotations
 
 import errno
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,18 +102,43 @@ class JobRuns:
         for waiting in [w for w in self.waiting if w.endswith(" (rerun)")]:
             del self.waiting[waiting]
         results = []
-        for folder, identity in self.portfolio.due(self.ledger):
+        for due in self.portfolio.due(self.ledger):
             if stop():
                 self.reruns_due = True
                 break
+            folder, identity = due.folder, due.identity
             self._supersede_reruns(folder, identity)
+            if due.restore:
+                results.append(self._restore(folder, identity))
+                continue
             refusal = self._hold_budget(identity)
             if refusal is not None:
                 self.waiting[f"{folder.name} (rerun)"] = refusal
                 self.log.info("rerun waits", project=folder.name, reason=refusal)
                 break
-            results.append(self._rerun(folder, identity))
+            references = json.dumps(due.references.to_dict(), sort_keys=True)
+            results.append(self._rerun(folder, identity, references))
         return results
+
+    def _restore(self, folder: Path, identity: str) -> ItemResult:
+        """The portfolio came back to what an earlier run of this project gave: that run is its
+        latest again (run and charged once, never twice)."""
+        stored = self.ledger.job(identity)
+        job = Job.from_json(stored) if stored is not None else None
+        summary = job.summary if job is not None else None
+        run_folder = (
+            self.host.job_context(job).run_folder(job) if job is not None and summary else None
+        )
+        if job is None or summary is None or run_folder is None or not run_folder.is_dir():
+            why = "its earlier run's folder is gone from outbox/runs/"
+            self.log.warning("earlier run not restored", project=folder.name, reason=why)
+            return ItemResult(folder.name, "rerun", "failed", why)
+        now = iso(self.clock())
+        self.ledger.add_candidates(job.run_id, summary.project_id, summary.candidates, now=now)
+        self.ledger.record_project_run(summary.project_id, job.run_id, str(run_folder), now=now)
+        self.publish_portfolio()
+        self.log.info("earlier run stands again", project=folder.name, run=job.run_id)
+        return ItemResult(folder.name, "rerun", "done", "its earlier run stands again", run_folder)
 
     def _supersede_reruns(self, folder: Path, identity: str) -> None:
         """A rerun of this project that never ran, for an identity the portfolio has moved past,
@@ -125,14 +151,22 @@ class JobRuns:
                 self.ledger.drop_job(job.identity)
                 self.ledger.release(job.identity)
 
-    def _rerun(self, folder: Path, identity: str) -> ItemResult:
+    def _rerun(self, folder: Path, identity: str, references: str) -> ItemResult:
         name = folder.name
         known = self.ledger.get(identity) or self.ledger.begin(
             identity, kind="bundle", name=name, now=iso(self.clock())
         )
         stored = self.ledger.job(identity)
         if stored is None:  # checkpointed before it starts, so a cut-off start is recovered
-            job = Job(identity, name, str(folder), str(folder), known.first_seen, rerun=True)
+            job = Job(
+                identity,
+                name,
+                str(folder),
+                str(folder),
+                known.first_seen,
+                rerun=True,
+                references=references,
+            )
             self.ledger.save_job(identity, job.stage.value, job.to_json(), now=iso(self.clock()))
         else:
             job = Job.from_json(stored)

@@ -3,10 +3,15 @@ identity of a run (DESIGN §3, "Run identity").
 
 Decides: what a run's identity is — the bundle's content hash, and the version of the portfolio
 inputs that shaped its candidates offline (the reference-price and learned candidates the local
-rules give it now, by id). A bundle nothing in the portfolio shapes keeps its content hash as its
-identity. And which ingested projects are due a new run: those whose identity is not yet in the
-ledger, because the reference classes or the approved verdicts moved under them. Offline a
-rerun costs nothing; with a model its unchanged candidates reuse the checker's standing
+rules give it now: their ids, savings and grades). A bundle nothing in the portfolio shapes keeps
+its content hash as its identity. The identity is computed against one snapshot of the reference
+fit (the project's lines measured against the portfolio), and the run is handed that snapshot:
+what identified a run is what it runs on.
+
+And which ingested projects are due: those whose identity now is not their latest published run's
+— because the reference classes or the approved verdicts moved under them, including back to
+candidates an earlier run of theirs already gave (then that run stands again, run for nothing).
+Offline a rerun costs nothing; with a model its unchanged candidates reuse the checker's standing
 conclusions, but the proposer is asked again (a proposal is a run's own).
 """
 
@@ -26,30 +31,32 @@ from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
-from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.context.reference import ProjectReferences, ReferenceIndex
 from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.outputs.portfolio import SVG_NAME, PortfolioLine, render_portfolio
 from portfolio_optimiser.pipeline.local import local_candidates
 from portfolio_optimiser.pipeline.precedent import precedents
 
 from .claim import ClaimError, content_digest
+from .job import run_id_for
 from .ledger import Ledger
 from .references import publish_reference_classes, read_reference_classes
 from .workspace import Workspace
 
-__all__ = ["Portfolio", "portfolio_version", "run_identity"]
+__all__ = ["Due", "Portfolio", "portfolio_version", "run_identity"]
 
 
 def portfolio_version(
     project: Project,
-    references: ReferenceIndex,
+    references: ProjectReferences,
     verdicts: VerdictStore,
     portfolio: Mapping[str, Project],
 ) -> str:
-    """The ids of the candidates the portfolio adds to the project's own list; "" when none."""
+    """The candidates the portfolio adds to the project's own list — each id with its saving and
+    grade, which move under a standing id — as one digest; "" when it adds none."""
     teaching = precedents(verdicts.verdicts())
     added = sorted(
-        c.id
+        f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
         for c in local_candidates(project, verdicts.approved(), references, portfolio)
         if not c.origin.startswith("measure-option:")
         and not (c.origin.startswith("verdict:") and teaching.of(c))  # as the run will gate them
@@ -65,6 +72,18 @@ def run_identity(content: str, version: str) -> str:
     if not version:
         return content
     return hashlib.sha256(f"{content}\x00{version}".encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Due:
+    """An ingested project whose latest run is not what the portfolio gives it now."""
+
+    folder: Path
+    identity: str
+    references: ProjectReferences
+    """The snapshot its identity was computed against: the run is handed the same."""
+    restore: bool = False
+    """An earlier run of this identity stands: it is the project's latest again, run for nothing."""
 
 
 @dataclass
@@ -183,22 +202,31 @@ class Portfolio:
         publish_text(outbox / "portfolio.md", text)
         return outbox / "portfolio.md"
 
-    def identity(self, bundle: Path, content: str) -> str:
-        """The run identity of a bundle about to run (raises ``BundleError`` for a bad one)."""
+    def identity(self, bundle: Path, content: str) -> tuple[str, ProjectReferences]:
+        """The run identity of a bundle about to run, and the snapshot it was computed against
+        (raises ``BundleError`` for a bad one)."""
         project = load_ir_projections(bundle)
-        version = portfolio_version(project, self.references(), self.verdicts(), self.by_id())
-        return run_identity(content, version)
+        snapshot = self.references().assess(project)
+        version = portfolio_version(project, snapshot, self.verdicts(), self.by_id())
+        return run_identity(content, version), snapshot
 
-    def due(self, ledger: Ledger) -> list[tuple[Path, str]]:
-        """Ingested projects whose identity has no finished run: (folder, identity), by name."""
+    def due(self, ledger: Ledger) -> list[Due]:
+        """Ingested projects whose identity now is not their latest run's, by folder name."""
         references, verdicts = self.references(), self.verdicts()
         ingested = self.projects()
         by_id = {project.id: project for _f, _c, project in ingested.values()}
+        latest = {project_id: run_id for project_id, run_id, _folder in ledger.project_runs()}
         due = []
         for folder, content, project in ingested.values():
-            version = portfolio_version(project, references, verdicts, by_id)
+            snapshot = references.assess(project)
+            version = portfolio_version(project, snapshot, verdicts, by_id)
             identity = run_identity(content, version)
             known = ledger.get(identity)
             if known is None or known.state not in {"done", "failed"}:
-                due.append((folder, identity))
+                due.append(Due(folder, identity, snapshot))
+            elif known.state == "done" and latest.get(project.id) not in {
+                None,
+                run_id_for(known.first_seen, identity),
+            }:
+                due.append(Due(folder, identity, snapshot, restore=True))
         return due

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.models import Project
-from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.context.reference import ProjectReferences
 from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
 from portfolio_optimiser.learning import (
     LearnedVerdict,
@@ -57,7 +57,9 @@ class RunInputs:
     admission: Admission
     spent_tokens: int
     verdicts: VerdictStore
-    references: ReferenceIndex
+    references: ProjectReferences
+    """The project's lines measured against the portfolio: the snapshot its identity was
+    computed against."""
     portfolio: Mapping[str, Project]
     reasoning_store: Store
     client_factory: ClientFactory
@@ -76,6 +78,7 @@ class RunInputs:
         environ: dict[str, str] | None,
         reasoning_store: Store,
         portfolio: Portfolio,
+        references: ProjectReferences,
         client_factory: ClientFactory,
         log: Any,
         charge: Callable[[int], None] | None = None,
@@ -87,7 +90,7 @@ class RunInputs:
             ),
             spent_tokens=read_spend(workspace.spend_file).spent_tokens,
             verdicts=learning_store(workspace, ledger, log),
-            references=portfolio.references(),
+            references=references,
             portfolio=portfolio.by_id(),
             reasoning_store=reasoning_store,
             client_factory=client_factory,

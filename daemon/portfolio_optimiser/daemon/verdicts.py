@@ -184,6 +184,7 @@ def _key_of(key_json: str | None) -> CandidateKey | None:
         affected_codes=tuple(data.get("affected_codes") or ()),
         measure_type=data.get("measure_type"),
         saving_literal=data.get("saving_literal"),
+        unit=data.get("unit"),
     )
 
 

@@ -112,6 +112,7 @@ def promote_verdict(
         "affected_codes": list(key.affected_codes),
         "measure_type": key.measure_type,
         "claimed_saving_nok": key.saving_literal,  # the literal as written, never normalised
+        **({"unit": key.unit} if key.unit else {}),
         "verified": {"by": f"human:{verdict.reviewer}", "at": at},
         "generated": {"by": PROMOTER, "at": at},
         "promoted_from_run": run_id,

@@ -34,6 +34,7 @@ from portfolio_optimiser.context.models import (
     Candidate,
     Project,
     candidate_key_literal,
+    identity_literal,
     mint_candidate_id,
 )
 from portfolio_optimiser.context.navigate import MAX_CONCEPT_BYTES, RESERVED_NAMES
@@ -74,6 +75,8 @@ class CandidateKey:
     affected_codes: tuple[str, ...] = ()
     measure_type: str | None = None
     saving_literal: str | None = None
+    unit: str | None = None
+    """A reference price's unit: what identifies it, where others have their saving."""
 
     @classmethod
     def from_candidate(cls, candidate: Candidate) -> CandidateKey:
@@ -82,6 +85,7 @@ class CandidateKey:
             candidate.affected_codes,
             candidate.measure_type,
             candidate.saving_literal,
+            candidate.unit,
         )
 
     def candidate_id(self) -> str | None:
@@ -91,7 +95,10 @@ class CandidateKey:
         if self.saving_literal is None:
             return None
         return mint_candidate_id(
-            self.project_id, self.affected_codes, self.measure_type, self.saving_literal
+            self.project_id,
+            self.affected_codes,
+            self.measure_type,
+            identity_literal(self.measure_type, self.saving_literal, self.unit),
         )
 
 
@@ -258,7 +265,7 @@ def key_from_summary(summary: Mapping[str, Any] | None, *, where: str) -> Candid
     declared = _declared_key(summary, where)
     if declared is None:
         return CandidateKey(project_id=_text(summary, "project_id"))
-    return CandidateKey(_text(summary, "project_id"), *declared)
+    return CandidateKey(_text(summary, "project_id"), *declared, unit=_text(summary, "unit"))
 
 
 # --- the curated layer (fail fast) --------------------------------------------------------------
@@ -358,7 +365,7 @@ def seed_store_from_bundle(
                 project_id = _text(concept.frontmatter, "project_id")
                 if project_id is None and project is not None:
                     project_id = project.id
-                key = CandidateKey(project_id, *declared)
+                key = CandidateKey(project_id, *declared, unit=_text(concept.frontmatter, "unit"))
             learned = _learned_from_page(concept, path, key)
         except VerdictFrontmatterError as exc:
             if problems is None:

@@ -37,8 +37,8 @@ def precedents_section(result: RunResult, red: Redactor) -> list[str]:
 
 
 def references_section(result: RunResult, red: Redactor) -> list[str]:
-    """Each reference-price candidate with the comparables it was measured against."""
-    lines: list[str] = []
+    """Each reference-price candidate with what its line was measured against, likely first."""
+    rows: list[tuple[int, list[str]]] = []
     for run in result.candidates:
         reference = result.references.get(run.candidate.id)
         if reference is None:
@@ -47,32 +47,41 @@ def references_section(result: RunResult, red: Redactor) -> list[str]:
         among = (
             f"{reference.category} projects" if reference.category else "projects, every category"
         )
-        lines += [
-            f"### `{cand.id}`: {md(red.text(cand.title, 'a candidate title'))}",
-            "",
-            f"{md(red.text(cand.rationale, 'a candidate rationale'))}",
-            "",
-            f"Compared with {reference.n} other {among}: median "
-            f"{format_nok(reference.median)} NOK per {md(reference.unit)}.",
-            "",
-            "| project | line | unit price (NOK) |",
-            "|---|---|---:|",
-            *(
-                f"| {md(red.text(c.project_id, 'a project id'))} | "
-                f"{md(red.text(c.source, 'a comparable'))} | {format_nok(c.unit_price_nok)} |"
-                for c in sorted(reference.comparables, key=lambda c: c.unit_price_nok)
-            ),
-            "",
-        ]
-    if not lines:
+        rows.append(
+            (
+                0 if reference.grade == "likely" else 1,
+                [
+                    f"### {reference.grade or 'not graded'}: `{cand.id}`, "
+                    f"{md(red.text(cand.title, 'a candidate title'))}",
+                    "",
+                    f"{md(red.text(cand.rationale, 'a candidate rationale'))}",
+                    "",
+                    "| measured against | value |",
+                    "|---|---:|",
+                    f"| other {among} | {reference.n} |",
+                    f"| their median, NOK per {md(reference.unit)} | "
+                    f"{format_nok(reference.median_nok)} |",
+                    f"| this project's price level at this code | {reference.level:.2f} |",
+                    f"| expected here, NOK per {md(reference.unit)} | "
+                    f"{format_nok(reference.expected_nok)} |",
+                    f"| robust deviations above it (spread {reference.spread:.0%}) | "
+                    f"{reference.sigmas:.1f} |",
+                    "",
+                ],
+            )
+        )
+    if not rows:
         return []
     return [
         "## Reference prices",
         "",
-        "Lines priced well above the same cost code and unit in the portfolio's other projects "
-        "(their comparables below; a line is never its own reference):",
+        "Lines priced above what the portfolio's other projects make of the same cost code and "
+        "unit, once this project's own price level (its region, site and market, fitted from all "
+        "its lines) is divided out; a line is never its own reference. *Likely*: far enough above "
+        "that few fair lines would be; *possible*: above, but a fair line could be too: worth a "
+        "look, less often a saving.",
         "",
-        *lines,
+        *[line for _rank, block in sorted(rows, key=lambda r: r[0]) for line in block],
     ]
 
 

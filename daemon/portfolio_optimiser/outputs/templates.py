@@ -55,6 +55,8 @@ def template_for(
         "measure_type": cand.measure_type,
         # The raw number as proposed: the expert compares it with adjusted_saving_nok.
         "claimed_saving_nok": cand.claimed_saving_nok,
+        **({"unit": cand.unit} if cand.unit else {}),
+        **({"grade": cand.grade} if cand.grade else {}),
         "proposal_rationale": cand.rationale,
         "validator": run.validator.outcome,
         "checker": run.checker.outcome,

@@ -17,7 +17,7 @@ from portfolio_optimiser.context.decisions import Accepted, Decision
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.reference import MEASURE_TYPE as REFERENCE_PRICE
 from portfolio_optimiser.context.reference import (
-    ReferenceIndex,
+    ProjectReferences,
     normalise_unit,
     reference_candidates,
     two_figures_down,
@@ -106,7 +106,7 @@ def learned_candidates(
 def local_candidates(
     project: Project,
     approved: Iterable[Any],
-    references: ReferenceIndex | None = None,
+    references: ProjectReferences | None = None,
     portfolio: Mapping[str, Project] | None = None,
 ) -> list[Candidate]:
     """The kuttliste first, then learned measures not already on it (same codes and type), then

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from portfolio_optimiser.context.decisions import Decision
 from portfolio_optimiser.context.models import Candidate
-from portfolio_optimiser.context.reference import Reference
+from portfolio_optimiser.context.reference import LineReference
 
 from .checker import CheckerOutcome
 
@@ -69,7 +69,7 @@ class RunResult(BaseModel):
     """Why the run used no model's proposal although it looked for one."""
     withheld: tuple[str, ...] = ()
     """Kinds of secret withheld from what was sent to models (never the values)."""
-    references: dict[str, Reference] = Field(default_factory=dict)
-    """Each reference-price candidate's reference: the comparables it was measured against."""
+    references: dict[str, LineReference] = Field(default_factory=dict)
+    """Each reference-price candidate's reference: what its line was measured against."""
     learned: str = ""
     """The block of what experts taught that the hypothesis prompt carried ("" when nothing)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
-from portfolio_optimiser.context.reference import ReferenceIndex, references_of
+from portfolio_optimiser.context.reference import ProjectReferences, references_of
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import VerdictStore
@@ -58,7 +58,7 @@ async def run_project(
     run_id: str,
     portfolio_meter: PortfolioMeter | None = None,
     client_factory: ClientFactory = default_client_factory,
-    references: ReferenceIndex | None = None,
+    references: ProjectReferences | None = None,
     portfolio: Mapping[str, Project] | None = None,
 ) -> RunResult:
     """Run one project. Raises only for a bundle that cannot be read (``BundleError``)."""
@@ -78,7 +78,7 @@ async def run_project(
         meter=meter,
         middleware=[BudgetMiddleware(meter, portfolio_meter)],
         client_factory=client_factory,
-        references=references or ReferenceIndex(),
+        references=references or ProjectReferences(project.id),
         portfolio=dict(portfolio or {}),
         teaching=precedents(verdicts.verdicts()),
     )
@@ -87,6 +87,13 @@ async def run_project(
     run.notes.extend(
         str(problem) for problem in navigation.problems if problem.kind is not ProblemKind.CYCLE
     )
+    if run.references.lines:
+        floor = run.references
+        run.notes.append(
+            "reference prices: a line is flagged only when its saving would be at least "
+            f"{floor.min_saving_nok:,.0f} NOK and {floor.min_share:.1%} of the project "
+            "([reference] min_saving_nok, min_share)".replace(",", " ")
+        )
     learned = fold(verdicts, project)
     stop: StopReason = "no_candidates"
     budget_stop: str | None = None
@@ -135,7 +142,7 @@ async def run_project(
             c.candidate.id: ref
             for c in run.outcomes
             if c.validator.outcome == "accepted"
-            for ref in references_of(c.candidate, project, run.references)
+            for ref in references_of(c.candidate, run.references)
         },
         candidates=tuple(run.outcomes),
         stop_reason=stop,

@@ -13,7 +13,7 @@ from typing import Any
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.models import Candidate, Project
-from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.context.reference import ProjectReferences
 from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 from portfolio_optimiser.reasoning.catalogue import Advisor
 from portfolio_optimiser.reasoning.negotiation import negotiated, refused_by
@@ -159,8 +159,9 @@ class RunState:
     proposal_plan: str | None = None
     local_because: str | None = None
     """Why no model's proposal was used, when one was looked for."""
-    references: ReferenceIndex = field(default_factory=ReferenceIndex)
-    """The portfolio's reference classes: a source of candidates and of evidence to check."""
+    references: ProjectReferences = field(default_factory=ProjectReferences)
+    """The project's lines measured against the portfolio (one snapshot): a source of candidates
+    and of evidence to check."""
     teaching: Precedents = field(default_factory=lambda: precedents(()))
     """What experts rejected twice, by codes and measure type."""
     portfolio: Mapping[str, Project] = field(default_factory=dict)

@@ -25,8 +25,8 @@ from pathlib import Path
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ReferenceIndex, reference_candidates
-
 from tests.synthetic_ns3451 import PLANTED_FACTORS, generate_ns3451
+
 from ._table import Row, report
 
 Line = tuple[str, str]

@@ -5,6 +5,7 @@ go back to none is never left showing the ones it had."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,10 @@ def latest(ws: Workspace, project_id: str) -> tuple[str, list[str]]:
 
 
 @pytest.mark.loadbearing
-def test_a_project_whose_candidates_go_back_to_none_shows_none_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("first_run_lost", [False, True], ids=["kept", "deleted"])
+def test_a_project_whose_candidates_go_back_to_none_shows_none_again(
+    tmp_path: Path, first_run_lost: bool
+) -> None:
     ws = Workspace.at(tmp_path / "ws", environ={})
     ws.ensure()
     one_line_project(ws, "dear", 9000)
@@ -69,11 +73,20 @@ def test_a_project_whose_candidates_go_back_to_none_shows_none_again(tmp_path: P
     once(ws)
     flagged_run, flagged = latest(ws, "dear")
     assert len(flagged) == 1 and flagged_run != first_run
+    if first_run_lost:  # someone cleared it out of the outbox: it cannot stand again
+        shutil.rmtree(ws.outbox / "runs" / "dear" / first_run)
     for i in range(14):  # many more at its own price: it is fair after all
         one_line_project(ws, f"peer-{i}", 8900 + 15 * i)
     once(ws)
-    assert latest(ws, "dear") == (first_run, []), "the stale candidate is still shown"
-    assert len(list((ws.outbox / "runs" / "dear").iterdir())) == 2  # run once each, never again
+    runs = sorted(p.name for p in (ws.outbox / "runs" / "dear").iterdir())
+    if first_run_lost:  # run anew, once
+        now_run, now = latest(ws, "dear")
+        assert now == [] and now_run not in {first_run, flagged_run} and len(runs) == 2
+        once(ws)
+        assert latest(ws, "dear") == (now_run, [])
+    else:  # the first run stands again: each version run once, never again
+        assert latest(ws, "dear") == (first_run, []), "the stale candidate is still shown"
+        assert len(runs) == 2
     summary = (ws.outbox / "portfolio.md").read_text("utf-8")
     [row] = [ln for ln in summary.splitlines() if ln.startswith("| dear |")]
     assert row.split("|")[2].strip() == "0"

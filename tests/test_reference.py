@@ -249,3 +249,26 @@ def test_a_smaller_excess_is_surfaced_as_possible_not_dropped() -> None:
     index = ReferenceIndex.of([*others, project("some", 7900)])
     [line] = index.assess(project("some", 7900)).lines
     assert line.grade == "possible" and 2.0 <= line.sigmas < 3.0
+
+
+@pytest.mark.loadbearing
+def test_a_revised_bundle_is_never_measured_against_its_own_earlier_version() -> None:
+    others = [project(f"p{i}", 6000 + 50 * i) for i in range(6)]  # median 6125
+    earlier = project("dear", 6000, quantity=480)
+    index = ReferenceIndex.of([*others, earlier])
+    [line] = index.assess(project("dear", 9000, quantity=480)).lines
+    assert (line.n, line.median_nok) == (6, 6125)
+    assert line.expected_nok == pytest.approx(6125, abs=0.1)
+    assert line.grade == "likely"
+
+
+@pytest.mark.loadbearing
+def test_a_small_projects_own_overpriced_lines_never_set_its_level() -> None:
+    # Four lines, two of them +40 %: too few to tell a dear project from dear lines.
+    portfolio = [building(f"p{i}", 1.0, wobble=i) for i in range(12)]
+    full = building("small", 1.0, wobble=3, dear={"23": 1.4, "31": 1.4})
+    small = full.model_copy(update={"cost_lines": full.cost_lines[1:5]})
+    index = ReferenceIndex.of([*portfolio, small])
+    found = {c.affected_codes[0]: c.grade for c in candidates_of(small, index)}
+    assert found == {"23": "likely", "31": "likely"}
+    assert {line.level for line in index.assess(small).lines} == {1.0}

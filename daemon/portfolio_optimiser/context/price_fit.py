@@ -11,16 +11,17 @@ what is not a saving before it compares:
 * **a project's price level.** Some projects are dearer on every line (a dearer region, a hard
   site, a tight market), and most on the codes whose prices move most. Fitted per project from all
   its priced lines as ``log p - centre = a + b * L`` (``L`` the class's spread across projects),
-  robustly: Theil-Sen, the median of pairwise slopes, so a few overpriced lines cannot move it. A
-  project with fewer than ``MIN_LINES_FOR_LEVEL`` priced lines keeps level 1: a line or two cannot
-  tell a dear project from a dear line. Centres and levels are fitted in turn, ``ROUNDS`` times.
+  robustly: Theil-Sen, the median of pairwise slopes, so a few overpriced lines barely move it.
+  A project with fewer than ``MIN_LINES_FOR_LEVEL`` priced lines keeps level 1: a few lines
+  cannot tell a dear project from dear lines. Centres and levels are fitted in turn, ``ROUNDS`` times.
 * **its category.** A class's centre is taken among the project's own category when that has
   ``min_comparables`` other projects, else across categories (the level then takes in the rest).
 
 A line's spread is its code's: the robust spread of every other project's residual in the class,
 shrunk toward the spread pooled over all classes when the class is thin (``shrink_comparables``
 pseudo-comparables). Its reference is leave-one-out: its own project never sets its centre or
-its spread.
+its spread — nor does an earlier version of it (a revised bundle about to run is measured as
+the portfolio will stand once it replaces its earlier version).
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ ClassKey = tuple[str, str]
 
 MAD_TO_SIGMA: Final = 1.4826
 """Scales a median absolute deviation to σ for normal data (Iglewicz and Hoaglin)."""
-MIN_LINES_FOR_LEVEL: Final = 3
+MIN_LINES_FOR_LEVEL: Final = 5
+"""Among fewer lines, two overpriced ones would move even a median-based level toward them."""
+TINY: Final = 1e-9
 SLOPE_LINES: Final = 6
 """A slope (how much more the volatile codes lean) needs this many lines of distinct spreads."""
 MAX_SLOPE_LINES: Final = 60
@@ -264,27 +267,47 @@ class PriceFit:
 
     def _fit_levels(self) -> None:
         for project_id, lines in self._lines.items():
-            level = self._level_of(lines)
-            if level is not None:
-                self._level[project_id] = level
+            points = [(self._loading[ln.key], ln.log_price - c) for ln, c in self._centred(lines)]
+            if len(points) >= MIN_LINES_FOR_LEVEL:
+                self._level[project_id] = _theil_sen(points)
 
-    def _level_of(self, lines: Sequence[_Line]) -> tuple[float, float] | None:
-        """A project's level (a, b) from its lines against the centres, or None with too few."""
-        if len(lines) < MIN_LINES_FOR_LEVEL:
-            return None
-        points = []
+    def _centred(
+        self, lines: Sequence[_Line], indexed: dict[ClassKey, _Line] | None = None
+    ) -> list[tuple[_Line, float]]:
+        """Each line with its class's centre: taken without the project's indexed line of that
+        class when ``indexed`` is given (its own, or its earlier version's)."""
+        found = []
         for line in lines:
-            centre, _among, _n = self._centre(line, leave_out=False)
+            old = indexed.get(line.key) if indexed is not None else None
+            centre = (
+                self._centre(old, leave_out=True)[0]
+                if old is not None
+                else self._centre(line, leave_out=False)[0]
+            )
             if centre is not None:
-                points.append((self._loading[line.key], line.log_price - centre))
-        return _theil_sen(points) if len(points) >= MIN_LINES_FOR_LEVEL else None
+                found.append((line, centre))
+        return found
+
+    def _judging_level(
+        self, lines: Sequence[_Line], indexed: dict[ClassKey, _Line]
+    ) -> tuple[float, float]:
+        """The level a project's lines are judged at: against centres without the project."""
+        centred = self._centred(lines, indexed)
+        if len(centred) < MIN_LINES_FOR_LEVEL:
+            return 0.0, 0.0
+        return _theil_sen([(self._loading[ln.key], ln.log_price - c) for ln, c in centred])
 
     def _fit_spreads(self) -> None:
         """Each class's spread (``_Spread``), and the spread pooled over the classes."""
-        self._spreads = {
-            key: _Spread([self._residual(line) for line in lines])
-            for key, lines in self._classes.items()
-        }
+        self._judged: dict[str, tuple[float, float]] = {}
+        residuals: dict[ClassKey, list[float]] = {}
+        for lines in self._lines.values():
+            indexed = {ln.key: ln for ln in lines}
+            for line in lines:
+                residual = self._residual(line, lines, indexed)
+                if residual is not None:
+                    residuals.setdefault(line.key, []).append(residual)
+        self._spreads = {key: _Spread(residuals.get(key, [])) for key in self._classes}
         spreads = [
             spread.sigma()
             for spread in self._spreads.values()
@@ -292,21 +315,36 @@ class PriceFit:
         ]
         self._pooled = max(statistics.median(spreads) if spreads else 0.0, self.rule.min_spread)
 
-    def _residual(self, line: _Line) -> float:
-        """How far the line lies from a centre taken without it: what an assessment measures,
-        so the spread is calibrated to it (in-sample residuals of a median run about 10 %
-        small at 15 comparables, and the tail they flag is three times the normal one)."""
-        centre, _among, _n = self._centre(line, leave_out=True)
-        return line.log_price - self._shift(line) - (centre if centre is not None else 0.0)
+    def _residual(
+        self, line: _Line, lines: Sequence[_Line], indexed: dict[ClassKey, _Line]
+    ) -> float | None:
+        """How far an indexed line lies from what it is judged against — a centre taken without
+        it, at the level it is judged at — so the spread is calibrated to what an assessment
+        measures (in-sample residuals of a median run about 10 % small at 15 comparables, and
+        the tail they flag is three times the normal one). None in a class of one."""
+        centre, _among, n = self._centre(line, leave_out=True)
+        if centre is None or n <= 0:
+            return None
+        a, b = self._level_cached(line.project_id, lines, indexed)
+        return line.log_price - a - b * self._loading[line.key] - centre
 
-    def _spread(self, line: _Line | None, key: ClassKey) -> float:
-        """The class's spread (without ``line``), shrunk toward the pooled one when thin."""
+    def _level_cached(
+        self, project_id: str, lines: Sequence[_Line], indexed: dict[ClassKey, _Line]
+    ) -> tuple[float, float]:
+        cached = self._judged.get(project_id)
+        if cached is None:
+            cached = self._judged[project_id] = self._judging_level(lines, indexed)
+        return cached
+
+    def _spread(self, residual: float | None, key: ClassKey) -> float:
+        """The class's spread (without the line whose ``residual`` is given), shrunk toward the
+        pooled one when thin."""
         spread = self._spreads[key]
-        own = spread.sigma(self._residual(line) if line is not None else None)
-        n = spread.n - (1 if line is not None else 0)
+        own = spread.sigma(residual)
+        n = spread.n - (1 if residual is not None else 0)
         n0 = self.rule.shrink_comparables
         shrunk = math.sqrt((n * own**2 + n0 * self._pooled**2) / (n + n0)) if n + n0 else 0.0
-        return max(shrunk, self.rule.min_spread)
+        return max(shrunk, self.rule.min_spread, TINY)
 
     # -- a project's lines ----------------------------------------------------------------------
 
@@ -314,29 +352,33 @@ class PriceFit:
         self, project_id: str, category: str | None, priced: Iterable[tuple[str, str, float]]
     ) -> ProjectReferences:
         """Each of the project's priced lines (code, unit, unit price) against the others. A
-        project not in the portfolio yet (a bundle about to run) has its level fitted from these
-        lines against the portfolio's centres."""
-        mine_all = [
+        bundle about to run — new, or a revised version of an ingested project — is measured as
+        the portfolio will stand once it settles: never against an earlier version of itself."""
+        mine = [
             _Line(project_id, category, (code, unit), math.log(price), price)
             for code, unit, price in priced
             if (code, unit) in self._classes and price > 0
         ]
-        ingested = project_id in self._lines
-        level = self._level.get(project_id) if ingested else self._level_of(mine_all)
-        a, b = level or (0.0, 0.0)
+        own = self._lines.get(project_id, [])
+        indexed = {ln.key: ln for ln in own}
+        same = sorted((ln.key, ln.price) for ln in own) == sorted((m.key, m.price) for m in mine)
+        a, b = (
+            self._level_cached(project_id, own, indexed)
+            if same
+            else self._judging_level(mine, indexed)
+        )
         found = []
-        for mine in mine_all:
-            key, price = mine.key, mine.price
-            code, unit = key
-            own = ingested and any(ln.project_id == project_id for ln in self._classes[key])
-            if own:
-                centre, among, n = self._centre(mine, leave_out=True)
-                spread = self._spread(mine, key)
-            else:  # not in the portfolio yet (a bundle about to run): everyone else is "other"
-                centre, among, n = self._centre(mine, leave_out=False)
-                spread = self._spread(None, key)
+        for line in mine:
+            key, price = line.key, line.price
+            old = indexed.get(key)
+            if old is not None:
+                centre, among, n = self._centre(old, leave_out=True)
+            else:
+                centre, among, n = self._centre(line, leave_out=False)
             if centre is None or n <= 0:
                 continue
+            residual = self._residual(old, own, indexed) if old is not None else None
+            spread = self._spread(residual, key)
             comparables = [
                 ln.price
                 for ln in self._classes[key]
@@ -344,11 +386,11 @@ class PriceFit:
             ]
             shift = a + b * self._loading[key]
             expected = math.exp(centre + shift)
-            sigmas = (mine.log_price - centre - shift) / spread
+            sigmas = (line.log_price - centre - shift) / spread
             found.append(
                 LineReference(
-                    code=code,
-                    unit=unit,
+                    code=key[0],
+                    unit=key[1],
                     category=among,
                     n=n,
                     median_nok=round(statistics.median(comparables), 2) if comparables else 0.0,

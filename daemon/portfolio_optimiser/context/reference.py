@@ -167,7 +167,8 @@ def two_figures_down(value: float | Decimal) -> int:
 
 
 def reference_saving(unit_price: float, median: float, quantity: float) -> int:
-    """(unit price − median) × quantity, rounded down to two significant figures (whole NOK)."""
+    """(unit price − the price expected) × quantity, rounded down to two significant figures
+    (whole NOK)."""
     excess = Decimal(str(unit_price)) - Decimal(str(median))
     return two_figures_down(excess * Decimal(str(quantity)))
 
@@ -185,17 +186,17 @@ def _why(line: CostLine, ref: LineReference, unit: str, quantity: float, saving:
     among = f"{ref.category} projects" if ref.category else "projects"
     level = (
         f" This project's prices run {ref.level - 1:+.0%} on the portfolio's at this code (its "
-        "region and price level, not a saving), so the price expected here is "
-        f"{_fmt(ref.expected_nok)} NOK/{unit}."
+        "region and price level, not a saving)."
         if abs(ref.level - 1) >= 0.005
         else ""
     )
     return (
         f"{line.code} costs {_fmt(float(line.unit_price_nok or 0))} NOK/{unit}; the median of "
-        f"{ref.n} other {among} is {_fmt(ref.median_nok)} NOK/{unit}.{level} It lies "
-        f"{ref.sigmas:.1f} robust deviations above that ({ref.grade}). At "
-        f"{_fmt(ref.expected_nok)} NOK/{unit}, {_fmt(quantity)} {unit} cost about {_fmt(saving)} "
-        "NOK less (rounded down to two significant figures)."
+        f"{ref.n} other {among} is {_fmt(ref.median_nok)} NOK/{unit}.{level} The price expected "
+        f"here is {_fmt(ref.expected_nok)} NOK/{unit}, and this line lies {ref.sigmas:.1f} robust "
+        f"deviations above it ({ref.grade}). At {_fmt(ref.expected_nok)} NOK/{unit}, "
+        f"{_fmt(quantity)} {unit} cost about {_fmt(saving)} NOK less (rounded down to two "
+        "significant figures)."
     )
 
 

@@ -5,8 +5,8 @@ Decides: what a run's identity is — the bundle's content hash, and the version
 inputs that shaped its candidates offline (the reference-price and learned candidates the local
 rules give it now: their ids, savings and grades). A bundle nothing in the portfolio shapes keeps
 its content hash as its identity. The identity is computed against one snapshot of the reference
-fit (the project's lines measured against the portfolio), and the run is handed that snapshot:
-what identified a run is what it runs on.
+fit (the project's lines measured against the portfolio), and the run is handed that snapshot,
+so its reference prices are the ones it was identified by.
 
 And which ingested projects are due: those whose identity now is not their latest published run's
 — because the reference classes or the approved verdicts moved under them, including back to
@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
@@ -44,6 +44,9 @@ from .references import publish_reference_classes, read_reference_classes
 from .workspace import Workspace
 
 __all__ = ["Due", "Portfolio", "portfolio_version", "run_identity"]
+
+MAX_GENERATIONS: Final = 8
+"""How many times a version's run may be lost from the outbox and run anew."""
 
 
 def portfolio_version(
@@ -220,13 +223,27 @@ class Portfolio:
         for folder, content, project in ingested.values():
             snapshot = references.assess(project)
             version = portfolio_version(project, snapshot, verdicts, by_id)
-            identity = run_identity(content, version)
+            standing = self._standing(ledger, project.id, run_identity(content, version), latest)
+            if standing is not None:
+                identity, restore = standing
+                due.append(Due(folder, identity, snapshot, restore))
+        return due
+
+    def _standing(
+        self, ledger: Ledger, project_id: str, identity: str, latest: Mapping[str, str]
+    ) -> tuple[str, bool] | None:
+        """What is due for this identity: (identity, False) to run it, (identity, True) to let
+        its earlier run stand again, None when its run is the latest (or failed). An earlier run
+        whose folder is gone from the outbox cannot stand again: it is run anew, under an
+        identity of its own."""
+        for _generation in range(MAX_GENERATIONS):
             known = ledger.get(identity)
             if known is None or known.state not in {"done", "failed"}:
-                due.append(Due(folder, identity, snapshot))
-            elif known.state == "done" and latest.get(project.id) not in {
-                None,
-                run_id_for(known.first_seen, identity),
-            }:
-                due.append(Due(folder, identity, snapshot, restore=True))
-        return due
+                return identity, False
+            run_id = run_id_for(known.first_seen, identity)
+            if known.state == "failed" or latest.get(project_id) in {None, run_id}:
+                return None
+            if (self.workspace.outbox / "runs" / project_id / run_id / "proposals.json").is_file():
+                return identity, True
+            identity = run_identity(identity, "run again")
+        return None

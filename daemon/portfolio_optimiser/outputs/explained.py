@@ -59,10 +59,11 @@ def references_section(result: RunResult, red: Redactor) -> list[str]:
                     "| measured against | value |",
                     "|---|---:|",
                     f"| other {among} | {reference.n} |",
-                    f"| their median, NOK per {md(reference.unit)} | "
+                    f"| their median as written, NOK per {md(reference.unit)} | "
                     f"{format_nok(reference.median_nok)} |",
                     f"| this project's price level at this code | {reference.level:.2f} |",
-                    f"| expected here, NOK per {md(reference.unit)} | "
+                    f"| expected here (their prices at a common level, times this project's), "
+                    f"NOK per {md(reference.unit)} | "
                     f"{format_nok(reference.expected_nok)} |",
                     f"| robust deviations above it (spread {reference.spread:.0%}) | "
                     f"{reference.sigmas:.1f} |",

@@ -272,3 +272,17 @@ def test_a_small_projects_own_overpriced_lines_never_set_its_level() -> None:
     found = {c.affected_codes[0]: c.grade for c in candidates_of(small, index)}
     assert found == {"23": "likely", "31": "likely"}
     assert {line.level for line in index.assess(small).lines} == {1.0}
+
+
+def test_a_reference_price_naming_no_unit_keeps_its_saving_in_its_id() -> None:
+    def proposed(saving: int, unit: str | None) -> Candidate:
+        return Candidate(
+            project_id="p",
+            affected_codes=("23",),
+            measure_type=MEASURE_TYPE,
+            claimed_saving_nok=saving,
+            unit=unit,
+        )
+
+    assert proposed(1000, None).id != proposed(2000, None).id  # a model's, with no line named
+    assert proposed(1000, "m2").id == proposed(2000, "m2").id != proposed(1000, "m3").id

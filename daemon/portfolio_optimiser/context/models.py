@@ -148,9 +148,11 @@ def candidate_key_literal(value: Money | str) -> str:
 
 def identity_literal(measure_type: str, saving_literal: str, unit: str | None) -> str:
     """What tells a candidate from another of its type on its codes: a reference price's unit
-    (its saving moves with the portfolio, its line does not), else the saving as written."""
-    if measure_type == REFERENCE_PRICE:
-        return f"unit:{unit or ''}"
+    (its saving moves with the portfolio, its line does not), else the saving as written. A
+    reference price that names no unit (a model's proposal, a verdict written before units)
+    keeps its saving: ``unit:`` alone would make every such proposal on a code one candidate."""
+    if measure_type == REFERENCE_PRICE and unit:
+        return f"unit:{unit}"
     return saving_literal
 
 

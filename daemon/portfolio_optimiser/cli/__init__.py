@@ -18,7 +18,7 @@ from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 
-from . import commands, daemon_commands, reasoning_commands, scale_commands
+from . import commands, daemon_commands, import_commands, reasoning_commands, scale_commands
 
 __all__ = ["build_parser", "main"]
 
@@ -122,6 +122,26 @@ def build_parser() -> argparse.ArgumentParser:
         "check a project bundle (a folder or an archive) before dropping it into the inbox",
         commands.check_bundle,
     ).add_argument("bundle", type=Path, metavar="DIR")
+    importing = _command(
+        sub,
+        "import",
+        "turn estimate files (csv) into project bundles, by default into the inbox",
+        import_commands.import_files,
+    )
+    importing.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    importing.add_argument(
+        "--into",
+        type=Path,
+        metavar="DIR",
+        help="write the bundles here (default: the workspace's inbox/projects/, where they run)",
+    )
+    importing.add_argument(
+        "--mapping",
+        type=Path,
+        metavar="FILE",
+        help="which column is which, for headers the import does not know (import writes a "
+        "template to fill in when it cannot tell)",
+    )
     _command(
         sub,
         "advisors",

@@ -1,0 +1,143 @@
+"""Bundles from the planner's own files: an estimating tool's export becomes a project bundle.
+
+``read_estimate`` reads one file (today a csv export of a cost breakdown: accounts with their
+amounts, and quantity, unit and unit price where given) and the small side file that names its
+project; ``write_bundle`` publishes the bundle it becomes, whole or not at all. Every later
+stage reads that bundle as it reads a hand-made one. Never imports a framework.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from portfolio_optimiser._atomic import fsync_dir, publish_text
+
+from .csv_file import MappingNeeded, read_csv_estimate
+from .posts import Estimate, ImportRefused, Origin, Problem, bundle_files_of
+
+__all__ = [
+    "SUFFIXES",
+    "Estimate",
+    "ImportRefused",
+    "MappingNeeded",
+    "bundle_files_of",
+    "read_estimate",
+    "read_mapping",
+    "side_file",
+    "write_bundle",
+]
+
+SUFFIXES: Final = (".csv",)
+_PROJECT_KEYS: Final = ("id", "name", "category", "base_estimate_nok", "p50_nok", "p85_nok")
+_ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def side_file(path: Path) -> Path | None:
+    """The file that names ``path``'s project: ``<name>.toml`` beside it, else ``project.toml``."""
+    for candidate in (path.with_suffix(".toml"), path.with_name("project.toml")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_toml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ImportRefused(
+            path.name, [Problem(Origin(path.name), None, f"{what} cannot be read ({exc})")]
+        ) from None
+
+
+def _project(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    data = _read_toml(path, "the project's side file")
+    problems = [
+        Problem(
+            Origin(path.name),
+            key,
+            f"is not a project field; write one of {', '.join(_PROJECT_KEYS)}",
+        )
+        for key in data
+        if key not in _PROJECT_KEYS
+    ]
+    if "id" in data and not (isinstance(data["id"], str) and _ID.fullmatch(data["id"])):
+        problems.append(
+            Problem(
+                Origin(path.name),
+                "id",
+                f"{data['id']!r} is not a project id; write lower-case letters, digits and dashes",
+            )
+        )
+    if problems:
+        raise ImportRefused(path.name, problems)
+    return data
+
+
+def read_mapping(path: Path) -> dict[str, str]:
+    """A mapping file: ``[columns]`` header as written → field."""
+    columns = _read_toml(path, "the mapping file").get("columns", {})
+    if not isinstance(columns, dict):
+        raise ImportRefused(
+            path.name, [Problem(Origin(path.name), "columns", "is not a table of header = field")]
+        )
+    return {str(k): str(v) for k, v in columns.items() if str(v)}
+
+
+def read_estimate(path: Path, *, mapping: Mapping[str, str] | None = None) -> Estimate:
+    """The estimate ``path`` holds, its project named by its side file; raises
+    :class:`ImportRefused` with every problem of the file at once."""
+    if path.suffix.lower() not in SUFFIXES:
+        raise ImportRefused(
+            path.name,
+            [
+                Problem(
+                    Origin(path.name),
+                    None,
+                    f"is not a file this version imports ({', '.join(SUFFIXES)}); export it from the estimating tool as csv",
+                )
+            ],
+        )
+    try:
+        return read_csv_estimate(path, mapping=mapping, project=_project(side_file(path)))
+    except OSError as exc:
+        raise ImportRefused(
+            path.name, [Problem(Origin(path.name), None, f"cannot be read ({exc.strerror})")]
+        ) from None
+
+
+def write_bundle(estimate: Estimate, into: Path) -> Path:
+    """Publish the estimate's bundle as ``into/<project id>/``, whole or not at all: written
+    beside it under a hidden name, synced, then renamed into place. An existing bundle of that
+    name is never overwritten."""
+    target = into / estimate.project_id
+    if target.exists():
+        raise ImportRefused(
+            estimate.source,
+            [
+                Problem(
+                    Origin(estimate.source),
+                    None,
+                    f"{target} already exists; a revised estimate of {estimate.project_id} goes "
+                    "into the inbox, or import it with another project id in its side file",
+                )
+            ],
+        )
+    staging = into / f".{estimate.project_id}.importing-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for rel, text in bundle_files_of(estimate).items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            publish_text(staging / rel, text)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    fsync_dir(into)
+    return target

@@ -1,0 +1,94 @@
+"""Figures as estimating tools and spreadsheets write them, read exactly.
+
+Decides how one file writes its numbers (decimal comma or point, thousands grouped by spaces,
+points or commas, ``kr`` or ``NOK`` before or after) from all of its figures at once, and reads
+each figure in that format into a ``Decimal``. Never guesses a figure: a text that is not a number
+in the file's format is refused with what it is, so the caller reports it with its place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Final
+
+__all__ = ["NumberFormat", "NumberRefused", "detect_format", "parse_number"]
+
+_CURRENCY: Final = re.compile(r"(?i)\b(?:nok|kr)\b\.?|,-$")
+_SPACES: Final = re.compile(r"[\s\u00a0\u202f\u2009']")
+_MINUS: Final = str.maketrans({"\u2212": "-", "\u2013": "-"})
+
+
+class NumberRefused(ValueError):
+    """A text that is not a number in the file's format; ``str(exc)`` says what it is."""
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    decimal: str
+    """``,`` or ``.``: the other one, and spaces, group thousands."""
+    why: str
+    """How it was told, for the import report."""
+
+    def describe(self) -> str:
+        mark = "decimal comma" if self.decimal == "," else "decimal point"
+        return f"{mark} ({self.why})"
+
+
+def _clean(text: str) -> str:
+    plain = _CURRENCY.sub("", text.translate(_MINUS)).strip()
+    return _SPACES.sub("", plain)
+
+
+def detect_format(figures: Iterable[str], *, comma_by_default: bool) -> NumberFormat:
+    """The format of a file's figures: the separator that ends a figure with 1, 2 or 4-6
+    digits is its decimal mark; where both appear in one figure, the last is; where no figure
+    tells (whole numbers, groups of three), ``comma_by_default`` decides (a semicolon file)."""
+    comma = point = 0
+    for raw in figures:
+        text = _clean(raw)
+        if "," in text and "." in text:
+            if text.rfind(",") > text.rfind("."):
+                comma += 1
+            else:
+                point += 1
+        elif re.search(r",\d{1,2}$|,\d{4,6}$", text):
+            comma += 1
+        elif re.search(r"\.\d{1,2}$|\.\d{4,6}$", text):
+            point += 1
+    if comma and not point:
+        return NumberFormat(",", f"{comma} figure(s) end in a comma and decimals")
+    if point and not comma:
+        return NumberFormat(".", f"{point} figure(s) end in a point and decimals")
+    if comma or point:
+        decimal = "," if comma >= point else "."
+        return NumberFormat(decimal, f"mostly: {comma} with a comma, {point} with a point")
+    if comma_by_default:
+        return NumberFormat(",", "no figure has decimals; a semicolon file writes a comma")
+    return NumberFormat(".", "no figure has decimals")
+
+
+def parse_number(text: str, fmt: NumberFormat) -> Decimal:
+    """The figure ``text`` says in ``fmt``; raises :class:`NumberRefused`."""
+    plain = _clean(text)
+    negative = plain.startswith("(") and plain.endswith(")")
+    if negative:
+        plain = plain[1:-1]
+    group = "." if fmt.decimal == "," else ","
+    if fmt.decimal in plain and plain.rfind(group) > plain.rfind(fmt.decimal):
+        raise NumberRefused(f"{text.strip()!r} mixes its separators")
+    if group in plain and not re.fullmatch(
+        r"[-+]?\d{1,3}(?:" + re.escape(group) + r"\d{3})+(?:" + re.escape(fmt.decimal) + r"\d+)?",
+        plain,
+    ):
+        raise NumberRefused(f"{text.strip()!r} is not a number with {fmt.describe()}")
+    plain = plain.replace(group, "").replace(fmt.decimal, ".")
+    if not re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)", plain):
+        raise NumberRefused(f"{text.strip()!r} is not a number")
+    try:
+        value = Decimal(plain)
+    except InvalidOperation:
+        raise NumberRefused(f"{text.strip()!r} is not a number") from None
+    return -value if negative else value

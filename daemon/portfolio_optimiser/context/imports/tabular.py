@@ -1,0 +1,268 @@
+"""Rows of a cost breakdown (a csv file, later a sheet) read into posts, every problem at once.
+
+Decides which column is which (headers in Norwegian and English, or a mapping file for headers it
+does not know), which rows are lines and which are subtotals (an empty code with a "Sum" text, or
+an account whose sub-accounts add up to it), and what is wrong with a row: a non-number where a
+number belongs, a sum that quantity × unit price does not give, a quantity without a unit, an
+unknown code, a code twice. Pure: rows in, posts or problems out.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Final
+
+from .numbers import NumberFormat, NumberRefused, parse_number
+from .posts import Origin, Post, Problem
+
+__all__ = ["FIELDS", "Columns", "columns_of", "normalise_header", "posts_of", "template_of"]
+
+FIELDS: Final = (
+    "code",
+    "ns3451",
+    "ns3420",
+    "title",
+    "description",
+    "quantity",
+    "unit",
+    "unit_price",
+    "amount",
+)
+_SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
+    # Headers as ISY Calcus, Holte, G-prog and in-house templates write them, folded (lower case,
+    # no spaces, dots or accents). The first column a field matches takes it.
+    "code": (
+        "konto",
+        "kontonr",
+        "kontonummer",
+        "account",
+        "code",
+        "kode",
+        "kostnadskode",
+        "postnr",
+    ),
+    "ns3451": ("ns3451", "bygningsdel", "bygningsdelskode", "buildingpart"),
+    "ns3420": ("ns3420", "ns3420kode", "beskrivelseskode"),
+    "title": ("emne", "tittel", "title", "navn", "name", "tekst", "text", "kontonavn"),
+    "description": ("beskrivelse", "description", "merknad", "note", "notes"),
+    "quantity": ("mengde", "antall", "quantity", "qty", "ant"),
+    "unit": ("enhet", "enh", "unit", "ehet"),
+    "unit_price": ("enhetspris", "pris", "ehpris", "enhpris", "unitprice", "price", "rate"),
+    "amount": ("sum", "belop", "totalt", "total", "amount", "kostnad", "sumkr", "belopnok"),
+}
+_SUBTOTAL: Final = re.compile(r"(?i)^\s*(sum|total|totalt|subtotal|delsum|sub-total)\b")
+_CODE: Final = re.compile(r"^\d{1,3}(?:\.\d{1,3})*$")
+"""An NS 3451 building part (2, 21, 213) or an NS 3453 / Prosesskode account (02.3, 01.12.1)."""
+
+
+def normalise_header(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text.replace("ø", "o").replace("Ø", "o"))
+    plain = "".join(ch for ch in folded if not unicodedata.combining(ch)).lower()
+    return re.sub(r"[^a-z0-9]", "", plain.replace("æ", "ae").replace("å", "a"))
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which column (0-based) holds each field; ``headers`` as the file wrote them."""
+
+    index: Mapping[str, int]
+    headers: tuple[str, ...]
+
+    def describe(self) -> str:
+        return ", ".join(f"{self.headers[i]!r} → {name}" for name, i in self.index.items())
+
+
+def columns_of(headers: Sequence[str], mapping: Mapping[str, str] | None = None) -> Columns:
+    """Each field's column: the mapping file's word first (its keys are headers as written),
+    then the synonyms."""
+    found: dict[str, int] = {}
+    given = {normalise_header(k): v for k, v in (mapping or {}).items()}
+    for i, header in enumerate(headers):
+        key = normalise_header(header)
+        name = given.get(key) or next((f for f, words in _SYNONYMS.items() if key in words), None)
+        if name in FIELDS and name not in found:
+            found[name] = i
+    if "code" not in found and "ns3451" in found:
+        found["code"] = found["ns3451"]  # an account-by-building-part breakdown
+    return Columns(found, tuple(headers))
+
+
+def template_of(headers: Sequence[str]) -> str:
+    """The mapping file a planner fills in when a header is not recognised (TOML)."""
+    lines = [
+        "# Which of your columns is which. Write one of: " + ", ".join(FIELDS) + ",",
+        "# or leave a column out. code and amount are needed; the others when the file has them.",
+        "[columns]",
+    ]
+    for header in headers:
+        key = header.replace("\\", "\\\\").replace('"', '\\"')
+        known = columns_of([header]).index
+        guess = next(iter(known), "")
+        lines.append(f'"{key}" = "{guess}"' + ("" if guess else "  # fill in or delete"))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(row: Sequence[str], columns: Columns, name: str) -> str:
+    i = columns.index.get(name)
+    return row[i].strip() if i is not None and i < len(row) else ""
+
+
+def posts_of(
+    rows: Sequence[tuple[Origin, Sequence[str]]], columns: Columns, fmt: NumberFormat
+) -> tuple[list[Post], list[Problem], list[str]]:
+    """The rows' posts, every problem, and what was skipped (for the import report)."""
+    posts: list[Post] = []
+    problems: list[Problem] = []
+    skipped: list[str] = []
+    for origin, row in rows:
+        if not any(cell.strip() for cell in row):
+            continue
+        code, title = _cell(row, columns, "code"), _cell(row, columns, "title")
+        if not code and (_SUBTOTAL.match(title) or _SUBTOTAL.match(" ".join(row))):
+            skipped.append(f"{origin}: a subtotal ({title or ' '.join(row).strip()})")
+            continue
+        post = _post(origin, row, columns, fmt, problems)
+        if post is not None:
+            posts.append(post)
+    return _without_subtotals(posts, problems, skipped), problems, skipped
+
+
+def _figure(
+    origin: Origin,
+    row: Sequence[str],
+    columns: Columns,
+    name: str,
+    fmt: NumberFormat,
+    problems: list[Problem],
+) -> Decimal | None:
+    text = _cell(row, columns, name)
+    if not text:
+        return None
+    try:
+        return parse_number(text, fmt)
+    except NumberRefused as exc:
+        problems.append(
+            Problem(origin, columns.headers[columns.index[name]], f"{exc}; write a plain number")
+        )
+        return None
+
+
+def _post(
+    origin: Origin,
+    row: Sequence[str],
+    columns: Columns,
+    fmt: NumberFormat,
+    problems: list[Problem],
+) -> Post | None:
+    before = len(problems)
+    code = _cell(row, columns, "code")
+    header = columns.headers
+
+    def where(name: str) -> str | None:
+        return header[columns.index[name]] if name in columns.index else None
+
+    if not code:
+        problems.append(Problem(origin, where("code"), "no code; write the account or post number"))
+    elif not _CODE.fullmatch(code):
+        problems.append(
+            Problem(
+                origin,
+                where("code"),
+                f"{code!r} is not an NS 3451 or NS 3453 code (e.g. 21 or 02.3)",
+            )
+        )
+    amount = _figure(origin, row, columns, "amount", fmt, problems)
+    quantity = _figure(origin, row, columns, "quantity", fmt, problems)
+    unit_price = _figure(origin, row, columns, "unit_price", fmt, problems)
+    unit = _cell(row, columns, "unit") or None
+    if amount is None and quantity is not None and unit_price is not None:
+        amount = quantity * unit_price
+    if amount is None and len(problems) == before:
+        problems.append(Problem(origin, where("amount"), "no sum; write the line's amount"))
+    if quantity is not None and unit is None:
+        problems.append(
+            Problem(
+                origin,
+                where("unit"),
+                f"a quantity ({quantity}) without a unit; write it (m2, m, stk…)",
+            )
+        )
+    if amount is not None and quantity is not None and unit_price is not None:
+        # Beyond rounding: a unit price rounded to øre is off by at most half an øre a unit, and
+        # a sum rounded to whole kroner by half a krone.
+        product = quantity * unit_price
+        if abs(product - amount) > abs(quantity) * Decimal("0.005") + Decimal("0.5"):
+            problems.append(
+                Problem(
+                    origin,
+                    where("amount"),
+                    f"the sum {amount} is not {quantity} × {unit_price} = {product}; correct "
+                    "the sum, the quantity or the unit price",
+                )
+            )
+    if len(problems) > before or amount is None:
+        return None
+    return Post(
+        origin=origin,
+        code=code,
+        title=_cell(row, columns, "title") or code,
+        amount=amount,
+        quantity=quantity,
+        unit=unit,
+        unit_price=unit_price,
+        ns3451=_cell(row, columns, "ns3451") or None,
+        ns3420=_cell(row, columns, "ns3420") or None,
+        description=_cell(row, columns, "description") or None,
+    )
+
+
+def _without_subtotals(
+    posts: list[Post], problems: list[Problem], skipped: list[str]
+) -> list[Post]:
+    """An account whose sub-accounts (21, 22… under 2) are lines too is their subtotal when they
+    add up to it, and a problem when they do not; a code twice is a problem."""
+    seen: dict[str, Post] = {}
+    for post in posts:
+        if post.code in seen:
+            problems.append(
+                Problem(
+                    post.origin,
+                    None,
+                    f"code {post.code} again (first at {seen[post.code].origin}); merge the two lines or give them their own codes",
+                )
+            )
+        seen.setdefault(post.code, post)
+    kept = []
+    for post in posts:
+        children = [p for p in posts if _is_child(p.code, post.code)]
+        direct = [c for c in children if not any(_is_child(c.code, o.code) for o in children)]
+        if not direct:
+            kept.append(post)
+            continue
+        total = sum((c.amount for c in direct), Decimal(0))
+        if abs(total - post.amount) <= Decimal("0.5") * len(direct):
+            skipped.append(
+                f"{post.origin}: a subtotal of {post.code} ({len(direct)} accounts under it)"
+            )
+        else:
+            problems.append(
+                Problem(
+                    post.origin,
+                    None,
+                    f"account {post.code} says {post.amount} but the {len(direct)} account(s) "
+                    f"under it add up to {total}; correct it, or delete the subtotal row",
+                )
+            )
+    return kept
+
+
+def _is_child(code: str, parent: str) -> bool:
+    if code == parent:
+        return False
+    if "." in parent or "." in code:
+        return code.startswith(parent + ".")
+    return code.startswith(parent)

@@ -1,0 +1,159 @@
+"""A csv cost breakdown becomes a bundle (issue 17, first source): every figure kept exactly, how
+the file was read stated, every problem of a bad file in one report, nothing half-imported."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import structlog
+
+from portfolio_optimiser.cli import main
+from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.imports import (
+    ImportRefused,
+    MappingNeeded,
+    read_estimate,
+    write_bundle,
+)
+from portfolio_optimiser.context.imports.numbers import NumberFormat, parse_number
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.daemon.once import run_once
+from portfolio_optimiser.daemon.workspace import Workspace
+
+from .estimates import kalkyle_csv, lines
+
+
+def test_a_semicolon_csv_with_decimal_commas_keeps_every_figure(tmp_path: Path) -> None:
+    source = kalkyle_csv(tmp_path / "nordvik kalkyle.csv")
+    (tmp_path / "nordvik kalkyle.toml").write_text(
+        'id = "nordvik-school"\nname = "Nordvik skole"\ncategory = "school"\n', "utf-8"
+    )
+    bundle = write_bundle(read_estimate(source), tmp_path)
+    project = load_ir_projections(bundle)
+    assert (project.id, project.name, project.category) == (
+        "nordvik-school",
+        "Nordvik skole",
+        "school",
+    )
+    got = {
+        line.code: (line.title, line.quantity, line.unit, line.unit_price_nok, line.amount_nok)
+        for line in project.cost_lines
+    }
+    want = {
+        line.code: (
+            line.title,
+            None if line.quantity is None else float(line.quantity),
+            line.unit,
+            None if line.unit_price is None else float(line.unit_price),
+            float(line.amount),
+        )
+        for line in lines()
+    }
+    assert {
+        k: tuple(None if v is None else (float(v) if isinstance(v, int | float) else v) for v in t)
+        for k, t in got.items()
+    } == want
+    report = (bundle / "import.md").read_text("utf-8")
+    assert "semicolon-separated" in report and "decimal comma" in report
+    assert "header on row 4" in report
+    assert (
+        "a subtotal of 2 (3 accounts under it)" in report and "a subtotal (Sum prosjekt)" in report
+    )
+    cost = (bundle / "cost" / "23.md").read_text("utf-8")
+    assert "generated: true" in cost and "row: 8" in cost and "nordvik kalkyle.csv" in cost
+
+
+@pytest.mark.parametrize(
+    ("text", "decimal", "value"),
+    [
+        ("1 234 567,89 kr", ",", "1234567.89"),
+        ("1.234.567,89", ",", "1234567.89"),
+        ("kr 12 480 000", ",", "12480000"),
+        ("1,234,567.89", ".", "1234567.89"),
+        ("(1 500,50)", ",", "-1500.50"),
+        ("−250", ",", "-250"),
+        ("0,000125", ",", "0.000125"),
+    ],
+)
+def test_figures_are_read_exactly_in_the_files_format(text: str, decimal: str, value: str) -> None:
+    assert parse_number(text, NumberFormat(decimal, "test")) == Decimal(value)
+
+
+@pytest.mark.loadbearing
+def test_every_problem_of_a_file_is_named_at_once_and_nothing_is_imported(tmp_path: Path) -> None:
+    bad = [
+        "24;Innervegger;1 200;m2;2 100;2 520 000",  # sum fine: the control
+        "25;Dekker;3 600;m2;2 600;9 999 999",  # sum is not quantity × unit price
+        "26;Yttertak;1 620;;3 200;5 184 000",  # a quantity without a unit
+        "27;Fast inventar;mye;m2;900;3 240 000",  # a word where a number belongs
+        "X9;Ukjent;;;;100 000",  # not a code
+        "23;Yttervegger igjen;;;;1 000",  # a code twice
+    ]
+    source = kalkyle_csv(tmp_path / "bad.csv", subtotals=False, rows=bad)
+    into = tmp_path / "into"
+    into.mkdir()
+    with pytest.raises(ImportRefused) as refused:
+        write_bundle(read_estimate(source), into)
+    text = str(refused.value)
+    assert "5 problem(s), nothing imported" in text
+    assert "bad.csv, row 14, column Sum: the sum 9999999 is not 3600 × 2600 = 9360000" in text
+    assert "bad.csv, row 15, column Enhet: a quantity (1620) without a unit" in text
+    assert "bad.csv, row 16, column Mengde: 'mye' is not a number" in text
+    assert "bad.csv, row 17, column Konto: 'X9' is not an NS 3451 or NS 3453 code" in text
+    assert "bad.csv, row 18: code 23 again (first at bad.csv, row 7)" in text
+    assert list(into.iterdir()) == []
+
+
+def test_a_subtotal_that_does_not_add_up_is_a_problem_not_a_line(tmp_path: Path) -> None:
+    source = kalkyle_csv(tmp_path / "k.csv", subtotals=False, rows=["2;Bygning;;;;1 000 kr"])
+    with pytest.raises(ImportRefused, match=r"account 2 says 1000 but the 3 account\(s\) under it"):
+        read_estimate(source)
+
+
+def test_unknown_headers_get_a_mapping_to_fill_in_and_then_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "eksport.csv"
+    source.write_text("Kto;Hva;Kroner\n21;Grunn;1 000 000\n22;Bæring;2 000 000\n", "utf-8")
+    with pytest.raises(MappingNeeded, match="no column recognised as code or amount"):
+        read_estimate(source)
+    into = tmp_path / "into"
+    into.mkdir()
+    assert main(["import", str(source), "--into", str(into)]) == 1
+    template = tmp_path / "eksport.csv.mapping.toml"
+    assert "A mapping to fill in is in" in capsys.readouterr().err
+    filled = template.read_text("utf-8").replace('"Kto" = ""', '"Kto" = "code"')
+    filled = filled.replace('"Kroner" = ""', '"Kroner" = "amount"')
+    template.write_text(filled.replace('"Hva" = ""', '"Hva" = "title"'), "utf-8")
+    assert main(["import", str(source), "--into", str(into), "--mapping", str(template)]) == 0
+    project = load_ir_projections(into / "eksport")
+    assert {(line.code, line.amount_nok) for line in project.cost_lines} == {
+        ("21", 1_000_000),
+        ("22", 2_000_000),
+    }
+
+
+def test_a_bad_side_file_is_named_with_its_field(tmp_path: Path) -> None:
+    source = kalkyle_csv(tmp_path / "k.csv")
+    (tmp_path / "project.toml").write_text('id = "Nordvik Skole"\nbudget = 3\n', "utf-8")
+    with pytest.raises(ImportRefused) as refused:
+        read_estimate(source)
+    assert "project.toml, column budget: is not a project field" in str(refused.value)
+    assert "column id: 'Nordvik Skole' is not a project id" in str(refused.value)
+
+
+def test_an_imported_estimate_runs_through_the_daemon(tmp_path: Path) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    source = kalkyle_csv(tmp_path / "nordvik.csv")
+    assert main(["--workspace", str(ws.root), "import", str(source)]) == 0
+    report = run_once(ws, load_config(), log=structlog.get_logger("t"), environ={"CI": "true"})
+    assert [r.state for r in report.results] == ["done"]
+    [run] = (ws.outbox / "runs" / "nordvik").iterdir()
+    proposals = json.loads((run / "proposals.json").read_text("utf-8"))
+    assert proposals["project_id"] == "nordvik"
+    ingested = ws.bundles_projects / "nordvik" / "import.md"
+    assert "decimal comma" in ingested.read_text("utf-8")

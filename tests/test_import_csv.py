@@ -157,3 +157,33 @@ def test_an_imported_estimate_runs_through_the_daemon(tmp_path: Path) -> None:
     assert proposals["project_id"] == "nordvik"
     ingested = ws.bundles_projects / "nordvik" / "import.md"
     assert "decimal comma" in ingested.read_text("utf-8")
+
+
+def test_a_csv_dropped_into_the_inbox_as_it_is_runs(tmp_path: Path) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    source = kalkyle_csv(tmp_path / "lindvik-school.csv")
+    source.rename(ws.inbox_projects / source.name)
+    report = run_once(ws, load_config(), log=structlog.get_logger("t"), environ={"CI": "true"})
+    assert [(r.kind, r.state) for r in report.results] == [("bundle", "done")]
+    project = load_ir_projections(ws.bundles_projects / "lindvik-school")
+    assert len(project.cost_lines) == len(lines())
+    [run] = (ws.outbox / "runs" / "lindvik-school").iterdir()
+    assert (run / "report.md").is_file()
+    assert list(ws.inbox_projects.iterdir()) == []
+
+
+@pytest.mark.loadbearing
+def test_a_bad_csv_in_the_inbox_is_set_aside_with_every_problem(tmp_path: Path) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    rows = ["25;Dekker;3 600;m2;2 600;9 999 999", "26;Yttertak;1 620;;3 200;5 184 000"]
+    source = kalkyle_csv(tmp_path / "bad.csv", subtotals=False, rows=rows)
+    source.rename(ws.inbox_projects / "bad.csv")
+    report = run_once(ws, load_config(), log=structlog.get_logger("t"), environ={"CI": "true"})
+    assert [r.state for r in report.results] == ["failed"]
+    why = (ws.outbox / "failed" / "bad.csv.error.txt").read_text("utf-8")
+    assert "2 problem(s), nothing imported" in why
+    assert "row 13, column Sum" in why and "row 14, column Enhet" in why
+    assert (ws.outbox / "failed" / "bad.csv").is_file()
+    assert not ws.bundles_projects.exists() or list(ws.bundles_projects.iterdir()) == []

@@ -10,6 +10,10 @@ uncompressed (zip bombs — counted as bytes are written, so a header that lies 
 Never uses ``extractall`` and never trusts an archive's modes or times; never leaves anything
 behind on refusal (it unpacks into a ``.tmp-*`` folder beside the destination and renames the
 bundle into place only when complete); never replaces an existing destination.
+
+An estimate file dropped alone (``context.imports``: a csv cost breakdown) is the other input
+that becomes a bundle here: imported into the same ``.tmp-*`` folder, renamed into place whole,
+and refused with every problem of the file in one :class:`ArchiveError`.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import zlib
 from pathlib import Path
 from typing import IO, Final
 
-from portfolio_optimiser._atomic import fsync_dir
+from portfolio_optimiser._atomic import fsync_dir, publish_text
+from portfolio_optimiser.context.imports import SUFFIXES as ESTIMATE_SUFFIXES
+from portfolio_optimiser.context.imports import ImportRefused, bundle_files_of, read_estimate
 from portfolio_optimiser.daemon.claim import TMP_PREFIX
 from portfolio_optimiser.daemon.filters import BUNDLE_INDEX
 from portfolio_optimiser.errors import UserError
@@ -58,8 +64,21 @@ class ArchiveError(UserError):
 
 
 def is_archive(path: Path) -> bool:
+    """A file that becomes a bundle: an archive, or an estimate file."""
     lowered = path.name.lower()
-    return lowered.endswith(_ZIP_SUFFIXES + _TAR_GZ_SUFFIXES)
+    return lowered.endswith(_ZIP_SUFFIXES + _TAR_GZ_SUFFIXES + ESTIMATE_SUFFIXES)
+
+
+def _import_estimate(job: _Extraction) -> None:
+    """The estimate file's bundle, written into the extraction's folder."""
+    try:
+        files = bundle_files_of(read_estimate(job.archive, name=job.name))
+    except ImportRefused as exc:
+        raise ArchiveError(str(exc), archive=job.archive) from None
+    for rel, text in files.items():
+        (job.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        job.count(rel)
+        publish_text(job.root / rel, text)
 
 
 class _Extraction:
@@ -72,6 +91,8 @@ class _Extraction:
         self.max_total_bytes = max_total_bytes
         self.members = 0
         self.total_bytes = 0
+        self.name = archive.name
+        """The input's name as it was dropped."""
 
     def refuse(self, member: str, problem: str, fix: str) -> ArchiveError:
         return ArchiveError(
@@ -239,9 +260,11 @@ def extract_bundle(
     *,
     max_members: int = MAX_MEMBERS,
     max_total_bytes: int = MAX_TOTAL_BYTES,
+    name: str | None = None,
 ) -> Path:
     """Unpack the bundle in ``archive`` to the new folder ``dest``; returns ``dest``.
 
+    ``name`` is the input's name as it was dropped (an estimate's project is named after it).
     Raises :class:`ArchiveError` when the archive is refused (nothing is left behind) and
     ``FileExistsError`` when ``dest`` already exists. Other ``OSError`` (disk full) propagate.
     """
@@ -250,10 +273,12 @@ def extract_bundle(
         unpack = _zip_members
     elif lowered.endswith(_TAR_GZ_SUFFIXES):
         unpack = _tar_members
+    elif lowered.endswith(ESTIMATE_SUFFIXES):
+        unpack = _import_estimate
     else:
         raise ArchiveError(
-            f"{archive.name} is not a .zip, .tar.gz or .tgz archive; drop the bundle folder "
-            "itself or one of those",
+            f"{archive.name} is not a .zip, .tar.gz or .tgz archive or an estimate file "
+            f"({', '.join(ESTIMATE_SUFFIXES)}); drop the bundle folder itself or one of those",
             archive=archive,
         )
     if os.path.lexists(dest):
@@ -261,6 +286,7 @@ def extract_bundle(
     work = dest.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
     work.mkdir(parents=True)
     job = _Extraction(archive, work, max_members=max_members, max_total_bytes=max_total_bytes)
+    job.name = name or archive.name
     try:
         try:
             unpack(job)

@@ -336,7 +336,10 @@ class BundleLifecycle(JobRuns):
         if unpacked.exists():
             shutil.rmtree(unpacked)
         return extract_bundle(
-            claimed, unpacked, max_total_bytes=self.config.daemon.max_bundle_bytes
+            claimed,
+            unpacked,
+            max_total_bytes=self.config.daemon.max_bundle_bytes,
+            name=original_name(claimed),
         )
 
     def _quarantine(

@@ -37,6 +37,7 @@ BUNDLE_SUFFIXES: Final[tuple[str, ...]] = (
     ".zip",
     ".tar.gz",
     ".tgz",
+    ".csv",  # an estimate file dropped alone: imported into its bundle at the claim
 )
 
 # Expert verdicts are hand-edited JSON at the top of inbox/verdicts/.

@@ -91,8 +91,11 @@ def read_mapping(path: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in columns.items() if str(v)}
 
 
-def read_estimate(path: Path, *, mapping: Mapping[str, str] | None = None) -> Estimate:
-    """The estimate ``path`` holds, its project named by its side file; raises
+def read_estimate(
+    path: Path, *, mapping: Mapping[str, str] | None = None, name: str | None = None
+) -> Estimate:
+    """The estimate ``path`` holds, its project named by its side file (else by ``name``, the
+    file's name as the planner gave it, which defaults to the path's); raises
     :class:`ImportRefused` with every problem of the file at once."""
     if path.suffix.lower() not in SUFFIXES:
         raise ImportRefused(
@@ -106,7 +109,9 @@ def read_estimate(path: Path, *, mapping: Mapping[str, str] | None = None) -> Es
             ],
         )
     try:
-        return read_csv_estimate(path, mapping=mapping, project=_project(side_file(path)))
+        return read_csv_estimate(
+            path, mapping=mapping, project=_project(side_file(path)), name=name or path.name
+        )
     except OSError as exc:
         raise ImportRefused(
             path.name, [Problem(Origin(path.name), None, f"cannot be read ({exc.strerror})")]

@@ -73,10 +73,12 @@ def read_csv_estimate(
     *,
     mapping: Mapping[str, str] | None = None,
     project: Mapping[str, Any] | None = None,
+    name: str | None = None,
 ) -> Estimate:
-    """The estimate ``path`` holds; raises :class:`ImportRefused` with every problem at once
-    (:class:`MappingNeeded` when its columns cannot be told)."""
-    name = path.name
+    """The estimate ``path`` holds (``name``: its name as the planner gave it); raises
+    :class:`ImportRefused` with every problem at once (:class:`MappingNeeded` when its columns
+    cannot be told)."""
+    name = name or path.name
     data = path.read_bytes()
     text, encoding = _decode(data, name)
     lines = text.splitlines()
@@ -133,10 +135,11 @@ def read_csv_estimate(
         *(f"Skipped {s}." for s in skipped),
     )
     header = dict(project or {})
-    stem = re.sub(r"[^a-z0-9]+", "-", path.stem.lower()).strip("-") or "project"
+    title = Path(name).stem
+    stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "project"
     return Estimate(
         project_id=str(header.pop("id", stem)),
-        name=str(header.pop("name", path.stem)),
+        name=str(header.pop("name", title)),
         category=header.pop("category", None),
         source=name,
         digest=hashlib.sha256(data).hexdigest(),

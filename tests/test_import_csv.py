@@ -59,9 +59,7 @@ def test_a_semicolon_csv_with_decimal_commas_keeps_every_figure(tmp_path: Path) 
     report = (bundle / "import.md").read_text("utf-8")
     assert "semicolon-separated" in report and "decimal comma" in report
     assert "header on row 4" in report
-    assert (
-        "a subtotal of 2 (3 accounts under it)" in report and "a subtotal (Sum prosjekt)" in report
-    )
+    assert "a subtotal of 2 (3 lines under it)" in report and "a subtotal (Sum prosjekt)" in report
     cost = (bundle / "cost" / "23.md").read_text("utf-8")
     assert "generated: true" in cost and "row: 8" in cost and "nordvik kalkyle.csv" in cost
 
@@ -109,7 +107,7 @@ def test_every_problem_of_a_file_is_named_at_once_and_nothing_is_imported(tmp_pa
 
 def test_a_subtotal_that_does_not_add_up_is_a_problem_not_a_line(tmp_path: Path) -> None:
     source = kalkyle_csv(tmp_path / "k.csv", subtotals=False, rows=["2;Bygning;;;;1 000 kr"])
-    with pytest.raises(ImportRefused, match=r"account 2 says 1000 but the 3 account\(s\) under it"):
+    with pytest.raises(ImportRefused, match=r"account 2 says 1000 but the 3 line\(s\) under it"):
         read_estimate(source)
 
 
@@ -187,3 +185,24 @@ def test_a_bad_csv_in_the_inbox_is_set_aside_with_every_problem(tmp_path: Path) 
     assert "row 13, column Sum" in why and "row 14, column Enhet" in why
     assert (ws.outbox / "failed" / "bad.csv").is_file()
     assert not ws.bundles_projects.exists() or list(ws.bundles_projects.iterdir()) == []
+
+
+def test_a_post_level_kalkyle_keeps_its_ns3420_codes_and_compares_by_them(tmp_path: Path) -> None:
+    source = tmp_path / "poster.csv"
+    source.write_text(
+        "Postnr;NS3420;Emne;Beskrivelse;Mengde;Enhet;Pris;Sum\n"
+        "01.22;;Bæresystemer;;;;;1 149 200,00\n"
+        "01.22.1;KB2.11;Plasstøpt betong;Dekker;250,5;m3;2 400,00;601 200,00\n"
+        "01.22.2;KB4.1;Forskaling;;1 370;m2;400,00;548 000,00\n"
+        "01.31.1;;Sanitær;;1;rs;85 000,00;85 000,00\n",
+        "utf-8",
+    )
+    bundle = write_bundle(read_estimate(source), tmp_path)
+    project = load_ir_projections(bundle)
+    got = {line.code: (line.ns3420, line.post, line.compared_as) for line in project.cost_lines}
+    assert got == {
+        "01.22.1": ("KB2.11", True, "KB2.11"),
+        "01.22.2": ("KB4.1", True, "KB4.1"),
+        "01.31.1": (None, True, None),
+    }
+    assert "a subtotal of 01.22 (2 lines under it)" in (bundle / "import.md").read_text("utf-8")

@@ -286,3 +286,53 @@ def test_a_reference_price_naming_no_unit_keeps_its_saving_in_its_id() -> None:
 
     assert proposed(1000, None).id != proposed(2000, None).id  # a model's, with no line named
     assert proposed(1000, "m2").id == proposed(2000, "m2").id != proposed(1000, "m3").id
+
+
+def post(
+    pid: str, postnr: str, price: float, ns3420: str | None, quantity: float = 1000
+) -> CostLine:
+    return CostLine(
+        code=postnr,
+        amount_nok=price * quantity,
+        quantity=quantity,
+        unit="m2",
+        unit_price_nok=price,
+        ns3420=ns3420,
+        post=True,
+        source=f"cost/{pid}-{postnr}.md",
+    )
+
+
+def posts_project(pid: str, *lines: CostLine) -> Project:
+    return Project(
+        id=pid, name=pid, cost_lines=lines, files=frozenset(line.source for line in lines)
+    )
+
+
+@pytest.mark.loadbearing
+def test_posts_are_compared_by_their_ns3420_code_whatever_their_numbers() -> None:
+    others = [
+        posts_project(f"p{i}", post(f"p{i}", f"0{i}.22.{i}", 6000 + 50 * i, "AV1.1"))
+        for i in range(6)
+    ]
+    dear = posts_project(
+        "dear", post("dear", "04.31.2", 9000, "AV1.1", 480), post("dear", "04.31.3", 6100, "AV1.1")
+    )
+    index = ReferenceIndex.of([*others, dear])
+    [candidate] = candidates_of(dear, index)
+    assert candidate.affected_codes == ("04.31.2",)
+    assert candidate.evidence[-1] == "reference:04.31.2@m2"
+    refs = index.assess(dear)
+    assert {line.code: (line.compared_as, line.n) for line in refs.lines} == {
+        "04.31.2": ("AV1.1", 6),
+        "04.31.3": ("AV1.1", 6),
+    }
+    assert validate_candidate(candidate, dear, references=refs).outcome == "accepted"
+    assert "pricing NS 3420 AV1.1" in candidate.rationale
+
+
+def test_a_post_without_an_ns3420_code_is_never_compared() -> None:
+    others = [posts_project(f"p{i}", post(f"p{i}", "01.22.1", 6000, None)) for i in range(6)]
+    dear = posts_project("dear", post("dear", "01.22.1", 9000, None))
+    assert candidates_of(dear, ReferenceIndex.of([*others, dear])) == []
+    assert ReferenceIndex.of([*others, dear]).classes == {}

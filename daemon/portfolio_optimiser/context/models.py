@@ -66,11 +66,26 @@ class CostLine(_IR):
     min_nok: Money | None = None
     likely_nok: Money | None = None
     max_nok: Money | None = None
+    ns3451: str | None = None
+    """The NS 3451 building part, where the source names it."""
+    ns3420: str | None = None
+    """The NS 3420 description code (``AV1.1``), where the source names it: lines of one
+    description and unit are priced alike across projects, whatever their post numbers."""
+    post: bool = False
+    """The code is a post number of its estimate, not an account: the line is compared across
+    projects by its NS 3420 code, and not at all without one."""
     source: str = ""
 
     _amounts = field_validator(
         "amount_nok", "quantity", "unit_price_nok", "min_nok", "likely_nok", "max_nok"
     )(lambda v: v if v is None else _finite(v))
+
+    @property
+    def compared_as(self) -> str | None:
+        """What the portfolio compares the line under: its NS 3420 code, else its account."""
+        if self.ns3420:
+            return self.ns3420
+        return None if self.post else self.code
 
     @model_validator(mode="after")
     def _triple_is_ordered(self) -> CostLine:

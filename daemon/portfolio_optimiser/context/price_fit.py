@@ -75,6 +75,8 @@ class LineReference:
     sigmas: float
     """How many spreads the line's unit price lies above its expected price."""
     grade: Grade | None
+    compared_as: str = ""
+    """What the line was compared as: its NS 3420 code, or its account (then ``code``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +138,13 @@ def _median_without(ordered: Sequence[float], value: float) -> float | None:
         return ordered[i] if i < gone else ordered[i + 1]
 
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
+def _weighted_price(entries: Sequence[tuple[float, float]]) -> float:
+    """(quantity, unit price) entries' quantity-weighted price; one entry's own price exactly."""
+    if len(entries) == 1:
+        return entries[0][1]
+    return math.fsum(q * p for q, p in entries) / math.fsum(q for q, _p in entries)
 
 
 def _theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -349,32 +358,46 @@ class PriceFit:
     # -- a project's lines ----------------------------------------------------------------------
 
     def assess(
-        self, project_id: str, category: str | None, priced: Iterable[tuple[str, str, float]]
+        self,
+        project_id: str,
+        category: str | None,
+        priced: Iterable[tuple[str, str, str, float, float]],
     ) -> ProjectReferences:
-        """Each of the project's priced lines (code, unit, unit price) against the others. A
-        bundle about to run — new, or a revised version of an ingested project — is measured as
-        the portfolio will stand once it settles: never against an earlier version of itself."""
+        """Each of the project's priced lines (code, compared as, unit, unit price, quantity)
+        against the others. The project counts once per class (several posts of one description
+        at their quantity-weighted price), as the index counts it. A bundle about to run — new,
+        or a revised version of an ingested project — is measured as the portfolio will stand
+        once it settles: never against an earlier version of itself."""
+        lines = [
+            entry for entry in priced if (entry[1], entry[2]) in self._classes and entry[3] > 0
+        ]
+        classes: dict[ClassKey, list[tuple[float, float]]] = {}
+        for _code, compared_as, unit, price, quantity in lines:
+            classes.setdefault((compared_as, unit), []).append((quantity, price))
         mine = [
-            _Line(project_id, category, (code, unit), math.log(price), price)
-            for code, unit, price in priced
-            if (code, unit) in self._classes and price > 0
+            _Line(project_id, category, key, math.log(p), p)
+            for key, entries in classes.items()
+            if (p := _weighted_price(entries)) > 0
         ]
         own = self._lines.get(project_id, [])
         indexed = {ln.key: ln for ln in own}
-        same = sorted((ln.key, ln.price) for ln in own) == sorted((m.key, m.price) for m in mine)
+        same = sorted((ln.key, round(ln.price, 6)) for ln in own) == sorted(
+            (m.key, round(m.price, 6)) for m in mine
+        )
         a, b = (
             self._level_cached(project_id, own, indexed)
             if same
             else self._judging_level(mine, indexed)
         )
         found = []
-        for line in mine:
-            key, price = line.key, line.price
+        for code, compared_as, unit, price, _quantity in lines:
+            key = (compared_as, unit)
             old = indexed.get(key)
             if old is not None:
                 centre, among, n = self._centre(old, leave_out=True)
             else:
-                centre, among, n = self._centre(line, leave_out=False)
+                probe = _Line(project_id, category, key, math.log(price), price)
+                centre, among, n = self._centre(probe, leave_out=False)
             if centre is None or n <= 0:
                 continue
             residual = self._residual(old, own, indexed) if old is not None else None
@@ -386,11 +409,11 @@ class PriceFit:
             ]
             shift = a + b * self._loading[key]
             expected = math.exp(centre + shift)
-            sigmas = (line.log_price - centre - shift) / spread
+            sigmas = (math.log(price) - centre - shift) / spread
             found.append(
                 LineReference(
-                    code=key[0],
-                    unit=key[1],
+                    code=code,
+                    unit=unit,
                     category=among,
                     n=n,
                     median_nok=round(statistics.median(comparables), 2) if comparables else 0.0,
@@ -399,6 +422,7 @@ class PriceFit:
                     spread=round(spread, 4),
                     sigmas=round(sigmas, 2),
                     grade=self._grade(n, price, expected, sigmas),
+                    compared_as=compared_as,
                 )
             )
         rule = self.rule

@@ -23,6 +23,7 @@ portfolio grows, and a verdict keeps applying. The evidence is the line's own fi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
@@ -103,6 +104,25 @@ def reference_link(code: str, unit: str) -> str:
     return f"{LINK_PREFIX}{code}@{unit}"
 
 
+def _classes_of(project: Project) -> dict[tuple[str, str], list[tuple[float, float, str]]]:
+    """The project's priced lines by what they are compared as and unit: (quantity, unit price,
+    source) each."""
+    found: dict[tuple[str, str], list[tuple[float, float, str]]] = {}
+    for line in project.cost_lines:
+        priced, compared_as = _priced(line), line.compared_as
+        if priced is not None and compared_as is not None:
+            unit, quantity, price = priced
+            found.setdefault((compared_as, unit), []).append((quantity, price, line.source))
+    return found
+
+
+def _weighted(lines: Sequence[tuple[float, float, str]]) -> float:
+    """Their quantity-weighted unit price; one line's own price exactly."""
+    if len(lines) == 1:
+        return lines[0][1]
+    return math.fsum(q * p for q, p, _s in lines) / math.fsum(q for q, _p, _s in lines)
+
+
 def _priced(line: CostLine) -> tuple[str, float, float] | None:
     unit = normalise_unit(line.unit)
     if unit is None or line.quantity is None or line.unit_price_nok is None:
@@ -123,13 +143,12 @@ class ReferenceIndex:
     def of(cls, projects: Iterable[Project], rule: ReferenceRule | None = None) -> ReferenceIndex:
         found: dict[tuple[str, str], list[Comparable]] = {}
         for project in sorted(projects, key=lambda p: p.id):
-            for line in project.cost_lines:
-                priced = _priced(line)
-                if priced is None:
-                    continue
-                unit, _quantity, price = priced
-                found.setdefault((line.code, unit), []).append(
-                    Comparable(project.id, line.source, price, project.category)
+            for (compared_as, unit), lines in _classes_of(project).items():
+                # A project prices a class once: several posts of one description count as one
+                # comparable, at their quantity-weighted unit price.
+                price = _weighted(lines)
+                found.setdefault((compared_as, unit), []).append(
+                    Comparable(project.id, lines[0][2], price, project.category)
                 )
         return cls({key: tuple(found[key]) for key in sorted(found)}, rule or ReferenceRule())
 
@@ -141,9 +160,9 @@ class ReferenceIndex:
     def assess(self, project: Project) -> ProjectReferences:
         """Every priced line of ``project`` against the others: the snapshot a run uses."""
         priced = [
-            (line.code, found[0], found[2])
+            (line.code, compared_as, found[0], found[2], found[1])
             for line in project.cost_lines
-            if (found := _priced(line))
+            if (found := _priced(line)) and (compared_as := line.compared_as)
         ]
         return self.fit.assess(project.id, project.category, priced)
 
@@ -184,6 +203,8 @@ def _material(saving: int, project: Project, references: ProjectReferences) -> b
 
 def _why(line: CostLine, ref: LineReference, unit: str, quantity: float, saving: int) -> str:
     among = f"{ref.category} projects" if ref.category else "projects"
+    if ref.compared_as and ref.compared_as != line.code:
+        among += f" pricing NS 3420 {ref.compared_as}"
     level = (
         f" This project's prices run {ref.level - 1:+.0%} on the portfolio's at this code (its "
         "region and price level, not a saving)."

@@ -58,7 +58,13 @@ def references_section(result: RunResult, red: Redactor) -> list[str]:
                     "",
                     "| measured against | value |",
                     "|---|---:|",
-                    f"| other {among} | {reference.n} |",
+                    f"| other {among}"
+                    + (
+                        f" pricing NS 3420 {md(reference.compared_as)}"
+                        if reference.compared_as and reference.compared_as != reference.code
+                        else ""
+                    )
+                    + f" | {reference.n} |",
                     f"| their median as written, NOK per {md(reference.unit)} | "
                     f"{format_nok(reference.median_nok)} |",
                     f"| this project's price level at this code | {reference.level:.2f} |",

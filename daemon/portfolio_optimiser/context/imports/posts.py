@@ -97,6 +97,8 @@ class Post:
     ns3451: str | None = None
     ns3420: str | None = None
     description: str | None = None
+    post: bool = False
+    """``code`` numbers a post of the estimate, not an account."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,8 @@ def bundle_files_of(estimate: Estimate) -> dict[str, str]:
         if post.unit_price is not None:
             line["unit_price_nok"] = _number(post.unit_price)
         line |= {k: v for k, v in (("ns3451", post.ns3451), ("ns3420", post.ns3420)) if v}
+        if post.post:
+            line["post"] = True
         line |= {"generated": True, "ingest_manifest": manifest | post.origin.manifest()}
         body = f"# {post.code} {post.title}\n\nImported from {post.origin}."
         if post.description:

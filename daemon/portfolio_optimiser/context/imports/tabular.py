@@ -44,6 +44,8 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
         "kode",
         "kostnadskode",
         "postnr",
+        "postnummer",
+        "post",
     ),
     "ns3451": ("ns3451", "bygningsdel", "bygningsdelskode", "buildingpart"),
     "ns3420": ("ns3420", "ns3420kode", "beskrivelseskode"),
@@ -54,6 +56,9 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "unit_price": ("enhetspris", "pris", "ehpris", "enhpris", "unitprice", "price", "rate"),
     "amount": ("sum", "belop", "totalt", "total", "amount", "kostnad", "sumkr", "belopnok"),
 }
+_POST_NUMBERS: Final = ("postnr", "postnummer", "post")
+"""Code headers that number the estimate's posts, not accounts: such a line is compared across
+projects by its NS 3420 code only."""
 _SUBTOTAL: Final = re.compile(r"(?i)^\s*(sum|total|totalt|subtotal|delsum|sub-total)\b")
 _CODE: Final = re.compile(r"^\d{1,3}(?:\.\d{1,3})*$")
 """An NS 3451 building part (2, 21, 213) or an NS 3453 / Prosesskode account (02.3, 01.12.1)."""
@@ -71,6 +76,12 @@ class Columns:
 
     index: Mapping[str, int]
     headers: tuple[str, ...]
+
+    @property
+    def posts(self) -> bool:
+        """The code column numbers posts (``Postnr``), not accounts."""
+        i = self.index.get("code")
+        return i is not None and normalise_header(self.headers[i]) in _POST_NUMBERS
 
     def describe(self) -> str:
         return ", ".join(f"{self.headers[i]!r} → {name}" for name, i in self.index.items())
@@ -217,6 +228,7 @@ def _post(
         ns3451=_cell(row, columns, "ns3451") or None,
         ns3420=_cell(row, columns, "ns3420") or None,
         description=_cell(row, columns, "description") or None,
+        post=columns.posts,
     )
 
 
@@ -246,14 +258,14 @@ def _without_subtotals(
         total = sum((c.amount for c in direct), Decimal(0))
         if abs(total - post.amount) <= Decimal("0.5") * len(direct):
             skipped.append(
-                f"{post.origin}: a subtotal of {post.code} ({len(direct)} accounts under it)"
+                f"{post.origin}: a subtotal of {post.code} ({len(direct)} lines under it)"
             )
         else:
             problems.append(
                 Problem(
                     post.origin,
                     None,
-                    f"account {post.code} says {post.amount} but the {len(direct)} account(s) "
+                    f"account {post.code} says {post.amount} but the {len(direct)} line(s) "
                     f"under it add up to {total}; correct it, or delete the subtotal row",
                 )
             )

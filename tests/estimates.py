@@ -82,3 +82,64 @@ def kalkyle_csv(path: Path, *, subtotals: bool = True, rows: list[str] | None = 
     out += rows or []
     path.write_bytes(("\n".join(out) + "\n").encode("utf-8-sig"))
     return path
+
+
+def kalkyle_xlsx(path: Path, *, saved: bool = True) -> Path:
+    """The same accounts as a workbook, as a kalkyle template has them: a cover sheet, the
+    building on one sheet (a merged title above the header, amounts as formulas, a "Sum" row),
+    the installations and common costs on another. ``saved``: the formulas carry the values
+    Excel saves with them (openpyxl writes none; they are put in as Excel would)."""
+    import re
+    import zipfile
+
+    from openpyxl import Workbook
+
+    book = Workbook()
+    cover = book.active
+    assert cover is not None
+    cover.title = "Forside"
+    cover["A1"] = "Kalkyle Nordvik skole"
+    cover["A2"] = "Utarbeidet av planavdelingen"
+    values: dict[tuple[str, str], Decimal] = {}
+    building = book.create_sheet("Bygg")
+    building["A1"] = "Bygg"
+    building.merge_cells("A1:F1")
+    building.append([])
+    building.append(["Konto", "Tekst", "Mengde", "Enhet", "Enhetspris", "Sum"])
+    rest = book.create_sheet("Tekniske anlegg")
+    rest.append(["Account", "Text", "Quantity", "Unit", "Unit price", "Amount"])
+    first = 4
+    for line in lines():
+        sheet = building if line.code.startswith("2") else rest
+        row = sheet.max_row + 1
+        if line.quantity is None:
+            sheet.append([line.code, line.title, None, None, None, float(line.amount)])
+            continue
+        sheet.append(
+            [line.code, line.title, float(line.quantity), line.unit, float(line.unit_price or 0)]
+        )
+        sheet[f"F{row}"] = f"=C{row}*E{row}"
+        values[(sheet.title, f"F{row}")] = line.amount
+    last = building.max_row
+    building.append([None, "Sum bygg", None, None, None, f"=SUM(F{first}:F{last})"])
+    book.save(path)
+    if not saved:
+        return path
+    sheets = {ws.title: f"xl/worksheets/sheet{i}.xml" for i, ws in enumerate(book.worksheets, 1)}
+    with zipfile.ZipFile(path) as original:
+        members = {info: original.read(info) for info in original.infolist()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as patched:
+        for info, data in members.items():
+            title = next((t for t, member in sheets.items() if member == info.filename), None)
+            if title is not None:
+                text = data.decode("utf-8")
+                for (sheet, ref), value in values.items():
+                    if sheet == title:
+                        text = re.sub(
+                            rf'(<c r="{ref}"[^>]*><f>[^<]*</f>)<v ?/>',
+                            rf"\g<1><v>{value}</v>",
+                            text,
+                        )
+                data = text.encode("utf-8")
+            patched.writestr(info, data)
+    return path

@@ -37,7 +37,8 @@ BUNDLE_SUFFIXES: Final[tuple[str, ...]] = (
     ".zip",
     ".tar.gz",
     ".tgz",
-    ".csv",  # an estimate file dropped alone: imported into its bundle at the claim
+    ".csv",  # estimate files dropped alone: imported into their bundle at the claim
+    ".xlsx",
 )
 
 # Expert verdicts are hand-edited JSON at the top of inbox/verdicts/.

@@ -20,6 +20,7 @@ from portfolio_optimiser._atomic import fsync_dir, publish_text
 
 from .csv_file import MappingNeeded, read_csv_estimate
 from .posts import Estimate, ImportRefused, Origin, Problem, bundle_files_of
+from .xlsx_file import read_xlsx_estimate
 
 __all__ = [
     "SUFFIXES",
@@ -33,7 +34,7 @@ __all__ = [
     "write_bundle",
 ]
 
-SUFFIXES: Final = (".csv",)
+SUFFIXES: Final = (".csv", ".xlsx")
 _PROJECT_KEYS: Final = ("id", "name", "category", "base_estimate_nok", "p50_nok", "p85_nok")
 _ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -104,12 +105,13 @@ def read_estimate(
                 Problem(
                     Origin(path.name),
                     None,
-                    f"is not a file this version imports ({', '.join(SUFFIXES)}); export it from the estimating tool as csv",
+                    f"is not a file this version imports ({', '.join(SUFFIXES)}); export it from the estimating tool as csv or xlsx",
                 )
             ],
         )
     try:
-        return read_csv_estimate(
+        read = read_xlsx_estimate if path.suffix.lower() == ".xlsx" else read_csv_estimate
+        return read(
             path, mapping=mapping, project=_project(side_file(path)), name=name or path.name
         )
     except OSError as exc:

@@ -18,10 +18,34 @@ from pathlib import Path
 from typing import Any, Final
 
 from .numbers import detect_format
-from .posts import Estimate, ImportRefused, Origin, Problem
+from .posts import Estimate, ImportRefused, Origin, Post, Problem
 from .tabular import columns_of, posts_of, template_of
 
 __all__ = ["HEADER_ROWS", "MappingNeeded", "read_csv_estimate"]
+
+
+def estimate_of(
+    name: str,
+    data: bytes,
+    posts: Sequence[Post],
+    how: Sequence[str],
+    project: Mapping[str, Any] | None,
+) -> Estimate:
+    """The estimate of a file read: its project from the side file, else from the file's name."""
+    header = dict(project or {})
+    title = Path(name).stem
+    stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "project"
+    return Estimate(
+        project_id=str(header.pop("id", stem)),
+        name=str(header.pop("name", title)),
+        category=header.pop("category", None),
+        source=name,
+        digest=hashlib.sha256(data).hexdigest(),
+        posts=tuple(posts),
+        header=header,
+        how=tuple(how),
+    )
+
 
 HEADER_ROWS: Final = 20
 """The header is looked for in this many first rows (a title block may stand above it)."""
@@ -111,16 +135,17 @@ def read_csv_estimate(
         )
     columns = columns_of(rows[header_at], mapping)
     body = [
-        (Origin(name, row=header_at + 2 + i), row) for i, row in enumerate(rows[header_at + 1 :])
+        (Origin(name, row=header_at + 2 + i), columns, row)
+        for i, row in enumerate(rows[header_at + 1 :])
     ]
     figures = [
         row[columns.index[f]]
-        for _origin, row in body
+        for _origin, _columns, row in body
         for f in _NUMERIC
         if f in columns.index and columns.index[f] < len(row) and row[columns.index[f]].strip()
     ]
     fmt = detect_format(figures, comma_by_default=delimiter == ";")
-    posts, problems, skipped = posts_of(body, columns, fmt)
+    posts, problems, skipped = posts_of(body, fmt)
     if not posts and not problems:
         problems.append(Problem(Origin(name), None, "has no cost line under its header"))
     if problems:
@@ -134,16 +159,4 @@ def read_csv_estimate(
         f"{len(posts)} line(s) imported; {len(skipped)} row(s) skipped.",
         *(f"Skipped {s}." for s in skipped),
     )
-    header = dict(project or {})
-    title = Path(name).stem
-    stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "project"
-    return Estimate(
-        project_id=str(header.pop("id", stem)),
-        name=str(header.pop("name", title)),
-        category=header.pop("category", None),
-        source=name,
-        digest=hashlib.sha256(data).hexdigest(),
-        posts=tuple(posts),
-        header=header,
-        how=how,
-    )
+    return estimate_of(name, data, posts, how, project)

@@ -19,7 +19,19 @@ from typing import Final
 from .numbers import NumberFormat, NumberRefused, parse_number
 from .posts import Origin, Post, Problem
 
-__all__ = ["FIELDS", "Columns", "columns_of", "normalise_header", "posts_of", "template_of"]
+__all__ = [
+    "FIELDS",
+    "Cell",
+    "Columns",
+    "columns_of",
+    "is_subtotal",
+    "normalise_header",
+    "posts_of",
+    "template_of",
+]
+
+Cell = str | Decimal
+"""A cell as read: text (a csv's every cell, a sheet's text), or a number a sheet stored as one."""
 
 FIELDS: Final = (
     "code",
@@ -117,24 +129,39 @@ def template_of(headers: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(row: Sequence[str], columns: Columns, name: str) -> str:
+def _cell(row: Sequence[Cell], columns: Columns, name: str) -> str:
     i = columns.index.get(name)
-    return row[i].strip() if i is not None and i < len(row) else ""
+    return _text(row[i]) if i is not None and i < len(row) else ""
+
+
+def _text(cell: Cell) -> str:
+    return cell.strip() if isinstance(cell, str) else f"{cell.normalize():f}"
+
+
+def is_subtotal(row: Sequence[Cell], columns: Columns) -> bool:
+    """A row with no code and a "Sum" (Total, Delsum…) text: a subtotal, never a line."""
+    texts = [_text(cell) for cell in row]
+    title = _cell(row, columns, "title")
+    return not _cell(row, columns, "code") and bool(
+        _SUBTOTAL.match(title) or _SUBTOTAL.match(" ".join(texts))
+    )
 
 
 def posts_of(
-    rows: Sequence[tuple[Origin, Sequence[str]]], columns: Columns, fmt: NumberFormat
+    rows: Sequence[tuple[Origin, Columns, Sequence[Cell]]], fmt: NumberFormat
 ) -> tuple[list[Post], list[Problem], list[str]]:
-    """The rows' posts, every problem, and what was skipped (for the import report)."""
+    """The rows' posts (each row read by its own sheet's columns), every problem, and what was
+    skipped (for the import report). Codes are one namespace across sheets."""
     posts: list[Post] = []
     problems: list[Problem] = []
     skipped: list[str] = []
-    for origin, row in rows:
-        if not any(cell.strip() for cell in row):
+    for origin, columns, row in rows:
+        texts = [_text(cell) for cell in row]
+        if not any(texts):
             continue
-        code, title = _cell(row, columns, "code"), _cell(row, columns, "title")
-        if not code and (_SUBTOTAL.match(title) or _SUBTOTAL.match(" ".join(row))):
-            skipped.append(f"{origin}: a subtotal ({title or ' '.join(row).strip()})")
+        if is_subtotal(row, columns):
+            title = _cell(row, columns, "title")
+            skipped.append(f"{origin}: a subtotal ({title or ' '.join(texts).strip()})")
             continue
         post = _post(origin, row, columns, fmt, problems)
         if post is not None:
@@ -144,12 +171,16 @@ def posts_of(
 
 def _figure(
     origin: Origin,
-    row: Sequence[str],
+    row: Sequence[Cell],
     columns: Columns,
     name: str,
     fmt: NumberFormat,
     problems: list[Problem],
 ) -> Decimal | None:
+    i = columns.index.get(name)
+    cell = row[i] if i is not None and i < len(row) else ""
+    if isinstance(cell, Decimal):
+        return cell  # a number the sheet stored as one
     text = _cell(row, columns, name)
     if not text:
         return None
@@ -164,7 +195,7 @@ def _figure(
 
 def _post(
     origin: Origin,
-    row: Sequence[str],
+    row: Sequence[Cell],
     columns: Columns,
     fmt: NumberFormat,
     problems: list[Problem],

@@ -1,0 +1,98 @@
+"""An xlsx kalkyle becomes a bundle (issue 17): several sheets, the values Excel saved, a
+subtotal row, a cover sheet; and a workbook that must not be opened is refused with why."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+import structlog
+
+from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.imports import ImportRefused, read_estimate, write_bundle
+from portfolio_optimiser.context.imports.xlsx_file import MAX_RATIO
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.daemon.once import run_once
+from portfolio_optimiser.daemon.workspace import Workspace
+
+from .estimates import kalkyle_xlsx, lines
+
+
+def test_a_two_sheet_workbook_keeps_every_figure_and_says_how_it_was_read(tmp_path: Path) -> None:
+    bundle = write_bundle(read_estimate(kalkyle_xlsx(tmp_path / "nordvik.xlsx")), tmp_path)
+    project = load_ir_projections(bundle)
+    got = {
+        line.code: (line.quantity, line.unit, line.unit_price_nok, line.amount_nok)
+        for line in project.cost_lines
+    }
+    want = {
+        line.code: (
+            None if line.quantity is None else float(line.quantity),
+            line.unit,
+            None if line.unit_price is None else float(line.unit_price),
+            float(line.amount),
+        )
+        for line in lines()
+    }
+    assert {
+        k: tuple(float(v) if isinstance(v, int | float) else v for v in t) for k, t in got.items()
+    } == want
+    how = (bundle / "import.md").read_text("utf-8")
+    assert "Sheet 'Forside' skipped" in how
+    assert (
+        "Sheet 'Bygg': header on row 3" in how and "Sheet 'Tekniske anlegg': header on row 1" in how
+    )
+    assert "a subtotal (Sum bygg)" in how
+    cost = (bundle / "cost" / "36.md").read_text("utf-8")
+    assert "sheet: Tekniske anlegg" in cost and "row: 3" in cost
+
+
+@pytest.mark.loadbearing
+def test_a_formula_excel_never_computed_is_reported_never_guessed(tmp_path: Path) -> None:
+    source = kalkyle_xlsx(tmp_path / "unsaved.xlsx", saved=False)
+    with pytest.raises(ImportRefused) as refused:
+        read_estimate(source)
+    text = str(refused.value)
+    assert "7 problem(s)" in text  # six lines' amounts; the Sum row's formula is not read
+    assert (
+        "unsaved.xlsx, sheet 'Bygg', row 4, column F (amount): a formula (=C4*E4) with no saved value"
+        in text
+    )
+
+
+def test_an_encrypted_or_damaged_workbook_is_named_as_such(tmp_path: Path) -> None:
+    encrypted = tmp_path / "locked.xlsx"
+    encrypted.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600))
+    with pytest.raises(ImportRefused, match="encrypted \\(password-protected\\)"):
+        read_estimate(encrypted)
+    whole = kalkyle_xlsx(tmp_path / "whole.xlsx").read_bytes()
+    cut = tmp_path / "cut.xlsx"
+    cut.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ImportRefused, match="damaged or truncated"):
+        read_estimate(cut)
+
+
+@pytest.mark.loadbearing
+def test_a_zip_bomb_is_refused_before_anything_expands(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bomb:
+        bomb.writestr("xl/worksheets/sheet1.xml", b"0" * (MAX_RATIO * 20_000))
+    into = tmp_path / "into"
+    into.mkdir()
+    (tmp_path / "bomb.xlsx").write_bytes(buffer.getvalue())
+    with pytest.raises(ImportRefused, match="a zip bomb"):
+        write_bundle(read_estimate(tmp_path / "bomb.xlsx"), into)
+    assert list(into.iterdir()) == []
+
+
+def test_a_workbook_dropped_into_the_inbox_as_it_is_runs(tmp_path: Path) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    kalkyle_xlsx(tmp_path / "holmen-school.xlsx").rename(ws.inbox_projects / "holmen-school.xlsx")
+    report = run_once(ws, load_config(), log=structlog.get_logger("t"), environ={"CI": "true"})
+    assert [(r.kind, r.state) for r in report.results] == [("bundle", "done")]
+    assert len(load_ir_projections(ws.bundles_projects / "holmen-school").cost_lines) == len(
+        lines()
+    )

@@ -143,3 +143,90 @@ def kalkyle_xlsx(path: Path, *, saved: bool = True) -> Path:
                 data = text.encode("utf-8")
             patched.writestr(info, data)
     return path
+
+
+NS3459_POSTS: list[tuple[str, str, str, str, Decimal, Decimal]] = [
+    # (GUID, Postnr, NS 3420 code, text, quantity, unit price) — unit m2 unless a third level says
+    (
+        "5f0c7a1e-0001-4c1e-9a11-000000000001",
+        "01.21.1",
+        "KB2.11",
+        "Fundamenter\nPlasstøpt betong",
+        Decimal("412.5"),
+        Decimal("2410.75"),
+    ),
+    (
+        "5f0c7a1e-0001-4c1e-9a11-000000000002",
+        "01.23.1",
+        "HA1.1",
+        "Yttervegg\nBindingsverk",
+        Decimal("1625.25"),
+        Decimal("6480"),
+    ),
+    (
+        "5f0c7a1e-0001-4c1e-9a11-000000000003",
+        "01.36.1",
+        "AV1.1",
+        "Ventilasjon\nAggregat og kanaler",
+        Decimal("3600"),
+        Decimal("2310"),
+    ),
+    (
+        "5f0c7a1e-0001-4c1e-9a11-000000000004",
+        "01.44.1",
+        "EL2.1",
+        "Lys\nArmaturer",
+        Decimal("3600.123456"),
+        Decimal("1010.5"),
+    ),
+]
+
+
+def ns3459_xml(
+    path: Path,
+    *,
+    priced: bool = True,
+    version: str = "2023",
+    posts: list[tuple[str, str, str, str, Decimal, Decimal]] | None = None,
+    sums: dict[str, str] | None = None,
+    doctype: str = "",
+    image_bytes: int = 20_000,
+) -> Path:
+    """An NS 3459 file in the structure the standard exchanges: a price request or a priced
+    tender, the post-number plan with its levels, posts with GUIDs, NS 3420 codes, RTF and plain
+    texts, and an embedded image. ``sums`` overrides a post's Sum (by Postnr)."""
+    import base64
+
+    image = base64.b64encode(bytes(range(256)) * (image_bytes // 256)).decode()
+    kind = "Pristilbud" if priced else "Prisforesporsel"
+    rows = []
+    for guid, postnr, code, text, quantity, price in posts if posts is not None else NS3459_POSTS:
+        total = (quantity * price).quantize(Decimal("0.01"))
+        price_xml = (
+            f"<Enhetspris>{price:.2f}</Enhetspris><Sum>{(sums or {}).get(postnr, f'{total:.2f}')}</Sum>"
+            if priced
+            else ""
+        )
+        title = text.split(chr(10))[0]
+        rows.append(
+            f"<Post><ID>{guid}</ID><Postnr>{postnr}</Postnr><Kode><ID>{code}</ID></Kode>"
+            f"<Tekst><RTF>{{\\rtf1\\ansi {title}}}</RTF><Uformatert>{text}</Uformatert></Tekst>"
+            f"<Prisinfo><Mengderegel>NS3420</Mengderegel><Enhet>m2</Enhet>"
+            f"<Mengde>{quantity}</Mengde>{price_xml}</Prisinfo>"
+            f"<Bilde><Data>{image}</Data></Bilde></Post>"
+        )
+    xml = (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n{doctype}'
+        f'<NS3459 xmlns="http://www.standard.no/ns3459" Versjon="{version}">'
+        "<Generelt><Navn>Nordvik skole</Navn></Generelt>"
+        f"<{kind}><ProsjektNS><Postnrplan><PostnrdelTyper>"
+        "<PostnrdelType><Navn>Kapittel</Navn></PostnrdelType>"
+        "<PostnrdelType><Navn>Bygningsdel</Navn></PostnrdelType>"
+        "<PostnrdelType><Navn>Hovedløpenr</Navn></PostnrdelType>"
+        "</PostnrdelTyper><PostnrdelKoder><PostnrdelKode><Kode>36</Kode><Navn>Luftbehandling</Navn>"
+        "</PostnrdelKode></PostnrdelKoder></Postnrplan></ProsjektNS>"
+        + "".join(rows)
+        + f"</{kind}></NS3459>\n"
+    )
+    path.write_text(xml, "utf-8")
+    return path

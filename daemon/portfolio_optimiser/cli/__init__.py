@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     importing = _command(
         sub,
         "import",
-        "turn estimate files (csv, xlsx) into project bundles, by default into the inbox",
+        "turn estimate files (NS 3459 XML, xlsx, csv) into project bundles, by default into the inbox",
         import_commands.import_files,
     )
     importing.add_argument("files", type=Path, nargs="+", metavar="FILE")

@@ -39,6 +39,7 @@ BUNDLE_SUFFIXES: Final[tuple[str, ...]] = (
     ".tgz",
     ".csv",  # estimate files dropped alone: imported into their bundle at the claim
     ".xlsx",
+    ".xml",  # NS 3459
 )
 
 # Expert verdicts are hand-edited JSON at the top of inbox/verdicts/.

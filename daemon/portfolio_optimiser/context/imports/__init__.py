@@ -19,6 +19,7 @@ from typing import Any, Final
 from portfolio_optimiser._atomic import fsync_dir, publish_text
 
 from .csv_file import MappingNeeded, read_csv_estimate
+from .ns3459 import read_ns3459_estimate
 from .posts import Estimate, ImportRefused, Origin, Problem, bundle_files_of
 from .xlsx_file import read_xlsx_estimate
 
@@ -34,7 +35,12 @@ __all__ = [
     "write_bundle",
 ]
 
-SUFFIXES: Final = (".csv", ".xlsx")
+SUFFIXES: Final = (".csv", ".xlsx", ".xml")
+_READERS: Final = {
+    ".csv": read_csv_estimate,
+    ".xlsx": read_xlsx_estimate,
+    ".xml": read_ns3459_estimate,
+}
 _PROJECT_KEYS: Final = ("id", "name", "category", "base_estimate_nok", "p50_nok", "p85_nok")
 _ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
@@ -105,12 +111,12 @@ def read_estimate(
                 Problem(
                     Origin(path.name),
                     None,
-                    f"is not a file this version imports ({', '.join(SUFFIXES)}); export it from the estimating tool as csv or xlsx",
+                    f"is not a file this version imports ({', '.join(SUFFIXES)}); export it from the estimating tool as NS 3459 XML, xlsx or csv",
                 )
             ],
         )
     try:
-        read = read_xlsx_estimate if path.suffix.lower() == ".xlsx" else read_csv_estimate
+        read = _READERS[path.suffix.lower()]
         return read(
             path, mapping=mapping, project=_project(side_file(path)), name=name or path.name
         )

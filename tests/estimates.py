@@ -31,6 +31,16 @@ class Line:
     amount: Decimal
 
 
+def manifest(path: Path) -> dict[str, object]:
+    """A generated concept file's ``ingest_manifest``, read as the product reads frontmatter."""
+    from portfolio_optimiser.context.frontmatter import read_concept
+
+    meta = read_concept(path, path.name).frontmatter
+    assert meta["generated"] is True
+    found: dict[str, object] = meta["ingest_manifest"]
+    return found
+
+
 def lines() -> list[Line]:
     found = []
     for code, (title, quantity, unit, price) in ACCOUNTS.items():
@@ -136,7 +146,7 @@ def kalkyle_xlsx(path: Path, *, saved: bool = True) -> Path:
                 for (sheet, ref), value in values.items():
                     if sheet == title:
                         text = re.sub(
-                            rf'(<c r="{ref}"[^>]*><f>[^<]*</f>)<v ?/>',
+                            rf'(<c r="{ref}"[^>]*><f>[^<]*</f>)(?:<v ?/>|<v></v>)',  # stdlib or lxml writer
                             rf"\g<1><v>{value}</v>",
                             text,
                         )

@@ -23,7 +23,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import kalkyle_csv, lines
+from .estimates import kalkyle_csv, lines, manifest
 
 
 def test_a_semicolon_csv_with_decimal_commas_keeps_every_figure(tmp_path: Path) -> None:
@@ -60,8 +60,9 @@ def test_a_semicolon_csv_with_decimal_commas_keeps_every_figure(tmp_path: Path) 
     assert "semicolon-separated" in report and "decimal comma" in report
     assert "header on row 4" in report
     assert "a subtotal of 2 (3 lines under it)" in report and "a subtotal (Sum prosjekt)" in report
-    cost = (bundle / "cost" / "23.md").read_text("utf-8")
-    assert "generated: true" in cost and "row: 8" in cost and "nordvik kalkyle.csv" in cost
+    source_of = manifest(bundle / "cost" / "23.md")
+    assert (source_of["file"], source_of["row"]) == ("nordvik kalkyle.csv", 8)
+    assert source_of["importer"] == "portfolio-optimiser import"
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import NS3459_POSTS, ns3459_xml
+from .estimates import NS3459_POSTS, manifest, ns3459_xml
 
 
 @pytest.mark.parametrize("version", ["2012", "2023"])
@@ -56,8 +56,9 @@ def test_a_priced_tender_keeps_every_post_with_its_guid_and_codes(
         )
         for k, v in got.items()
     } == want
-    cost = (bundle / "cost" / "01.36.1.md").read_text("utf-8")
-    assert "guid: 5f0c7a1e-0001-4c1e-9a11-000000000003" in cost and "Post 3 (01.36.1)" in cost
+    source_of = manifest(bundle / "cost" / "01.36.1.md")
+    assert source_of["guid"] == "5f0c7a1e-0001-4c1e-9a11-000000000003"
+    assert source_of["path"] == "Post 3 (01.36.1)"
     how = (bundle / "import.md").read_text("utf-8")
     assert f"NS 3459 version {version}: a priced tender" in how
     assert "NS 3451 from the Bygningsdel level" in how

@@ -17,7 +17,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import kalkyle_xlsx, lines
+from .estimates import kalkyle_xlsx, lines, manifest
 
 
 def test_a_two_sheet_workbook_keeps_every_figure_and_says_how_it_was_read(tmp_path: Path) -> None:
@@ -45,8 +45,8 @@ def test_a_two_sheet_workbook_keeps_every_figure_and_says_how_it_was_read(tmp_pa
         "Sheet 'Bygg': header on row 3" in how and "Sheet 'Tekniske anlegg': header on row 1" in how
     )
     assert "a subtotal (Sum bygg)" in how
-    cost = (bundle / "cost" / "36.md").read_text("utf-8")
-    assert "sheet: Tekniske anlegg" in cost and "row: 3" in cost
+    source_of = manifest(bundle / "cost" / "36.md")
+    assert (source_of["sheet"], source_of["row"]) == ("Tekniske anlegg", 3)
 
 
 @pytest.mark.loadbearing

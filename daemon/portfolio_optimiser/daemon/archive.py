@@ -32,7 +32,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Final
 
-from portfolio_optimiser._atomic import fsync_dir, publish_text
+from portfolio_optimiser._atomic import fsync_dir, write_tree
 from portfolio_optimiser.context.imports import SUFFIXES as ESTIMATE_SUFFIXES
 from portfolio_optimiser.context.imports import ImportRefused, bundle_files_of, read_estimate
 from portfolio_optimiser.daemon.claim import TMP_PREFIX
@@ -75,10 +75,9 @@ def _import_estimate(job: _Extraction) -> None:
         files = bundle_files_of(read_estimate(job.archive, name=job.name))
     except ImportRefused as exc:
         raise ArchiveError(str(exc), archive=job.archive) from None
-    for rel, text in files.items():
-        (job.root / rel).parent.mkdir(parents=True, exist_ok=True)
+    for rel in files:
         job.count(rel)
-        publish_text(job.root / rel, text)
+    write_tree(job.root, files)
 
 
 class _Extraction:

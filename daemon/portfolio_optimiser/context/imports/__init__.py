@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from portfolio_optimiser._atomic import fsync_dir, publish_text
+from portfolio_optimiser._atomic import fsync_dir, write_tree
 
 from .csv_file import MappingNeeded, read_csv_estimate
 from .ns3459 import read_ns3459_estimate
@@ -146,9 +146,7 @@ def write_bundle(estimate: Estimate, into: Path) -> Path:
     staging = into / f".{estimate.project_id}.importing-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        for rel, text in bundle_files_of(estimate).items():
-            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            publish_text(staging / rel, text)
+        write_tree(staging, bundle_files_of(estimate))
         staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -26,7 +26,7 @@ __all__ = ["HEADER_ROWS", "MappingNeeded", "read_csv_estimate"]
 
 def estimate_of(
     name: str,
-    data: bytes,
+    digest: str,
     posts: Sequence[Post],
     how: Sequence[str],
     project: Mapping[str, Any] | None,
@@ -40,7 +40,7 @@ def estimate_of(
         name=str(header.pop("name", title)),
         category=header.pop("category", None),
         source=name,
-        digest=hashlib.sha256(data).hexdigest(),
+        digest=digest,
         posts=tuple(posts),
         header=header,
         how=tuple(how),
@@ -159,4 +159,4 @@ def read_csv_estimate(
         f"{len(posts)} line(s) imported; {len(skipped)} row(s) skipped.",
         *(f"Skipped {s}." for s in skipped),
     )
-    return estimate_of(name, data, posts, how, project)
+    return estimate_of(name, hashlib.sha256(data).hexdigest(), posts, how, project)

@@ -159,7 +159,8 @@ def read_ns3459_estimate(
     del mapping
     name = name or path.name
     _refuse_doctype(path, name)
-    data = path.read_bytes()
+    with path.open("rb") as handle:  # streamed: a tender with images runs to tens of MB
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
     problems: list[Problem] = []
     posts: list[Post] = []
     seen: dict[str, Origin] = {}
@@ -236,7 +237,7 @@ def read_ns3459_estimate(
         raise ImportRefused(name, problems)
     unpriced = sum(1 for p in posts if p.unit_price is None)
     how = [
-        f"Read {name} (SHA-256 {hashlib.sha256(data).hexdigest()[:16]}…) as NS 3459"
+        f"Read {name} (SHA-256 {digest[:16]}…) as NS 3459"
         + (f" version {version}" if version else "")
         + f": a {'priced tender' if kind == 'Pristilbud' else 'price request'}.",
         f"Post-number levels: {', '.join(levels) or 'none named'}"
@@ -248,4 +249,4 @@ def read_ns3459_estimate(
             f"{unpriced} post(s) have no price (a price request): imported at 0 NOK, so nothing "
             "can be saved on them until they are priced."
         )
-    return estimate_of(name, data, posts, how, project)
+    return estimate_of(name, digest, posts, how, project)

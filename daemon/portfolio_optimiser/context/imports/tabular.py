@@ -72,8 +72,9 @@ _POST_NUMBERS: Final = ("postnr", "postnummer", "post")
 """Code headers that number the estimate's posts, not accounts: such a line is compared across
 projects by its NS 3420 code only."""
 _SUBTOTAL: Final = re.compile(r"(?i)^\s*(sum|total|totalt|subtotal|delsum|sub-total)\b")
-_CODE: Final = re.compile(r"^\d{1,3}(?:\.\d{1,3})*$")
-"""An NS 3451 building part (2, 21, 213) or an NS 3453 / Prosesskode account (02.3, 01.12.1)."""
+_CODE: Final = re.compile(r"^\d{1,6}(?:\.\d{1,6})*$")
+"""An NS 3451 building part (2, 21, 213), an NS 3453 / Prosesskode account (02.3) or a post
+number (01.12.1, 03.36.1204)."""
 
 
 def normalise_header(text: str) -> str:
@@ -214,7 +215,7 @@ def _post(
             Problem(
                 origin,
                 where("code"),
-                f"{code!r} is not an NS 3451 or NS 3453 code (e.g. 21 or 02.3)",
+                f"{code!r} is not an NS 3451 or NS 3453 code or a post number (e.g. 21, 02.3 or 01.12.1)",
             )
         )
     amount = _figure(origin, row, columns, "amount", fmt, problems)
@@ -279,33 +280,38 @@ def _without_subtotals(
                 )
             )
         seen.setdefault(post.code, post)
+    direct: dict[str, list[Post]] = {}
+    for code, post in seen.items():
+        parent = next((p for p in _parents(code) if p in seen), None)
+        if parent is not None:
+            direct.setdefault(parent, []).append(post)
     kept = []
     for post in posts:
-        children = [p for p in posts if _is_child(p.code, post.code)]
-        direct = [c for c in children if not any(_is_child(c.code, o.code) for o in children)]
-        if not direct:
+        under = direct.get(post.code, [])
+        if not under:
             kept.append(post)
             continue
-        total = sum((c.amount for c in direct), Decimal(0))
-        if abs(total - post.amount) <= Decimal("0.5") * len(direct):
+        total = sum((c.amount for c in under), Decimal(0))
+        if abs(total - post.amount) <= Decimal("0.5") * len(under):
             skipped.append(
-                f"{post.origin}: a subtotal of {post.code} ({len(direct)} lines under it)"
+                f"{post.origin}: a subtotal of {post.code} ({len(under)} lines under it)"
             )
         else:
             problems.append(
                 Problem(
                     post.origin,
                     None,
-                    f"account {post.code} says {post.amount} but the {len(direct)} line(s) "
+                    f"account {post.code} says {post.amount} but the {len(under)} line(s) "
                     f"under it add up to {total}; correct it, or delete the subtotal row",
                 )
             )
     return kept
 
 
-def _is_child(code: str, parent: str) -> bool:
-    if code == parent:
-        return False
-    if "." in parent or "." in code:
-        return code.startswith(parent + ".")
-    return code.startswith(parent)
+def _parents(code: str) -> list[str]:
+    """The codes a line may sit under, nearest first: 01.12 and 01 for 01.12.1, 21 and 2 for
+    213."""
+    if "." in code:
+        parts = code.split(".")
+        return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
+    return [code[:i] for i in range(len(code) - 1, 0, -1)]

@@ -144,7 +144,8 @@ def read_xlsx_estimate(
     problem at once (:class:`MappingNeeded` when no sheet's columns can be told)."""
     name = name or path.name
     _check_zip(path, name)
-    data = path.read_bytes()
+    with path.open("rb") as handle:
+        digest = hashlib.file_digest(handle, "sha256").hexdigest()
     body: list[tuple[Origin, Columns, Sequence[Cell]]] = []
     problems: list[Problem] = []
     how: list[str] = []
@@ -203,11 +204,10 @@ def read_xlsx_estimate(
     if problems:
         raise ImportRefused(name, problems)
     how = [
-        f"Read {name} (SHA-256 {hashlib.sha256(data).hexdigest()[:16]}…) as xlsx: the values "
-        "Excel saved.",
+        f"Read {name} (SHA-256 {digest[:16]}…) as xlsx: the values Excel saved.",
         *how,
         f"Figures written as text: {fmt.describe()}.",
         f"{len(posts)} line(s) imported; {len(skipped)} row(s) skipped.",
         *(f"Skipped {s}." for s in skipped),
     ]
-    return estimate_of(name, data, posts, how, project)
+    return estimate_of(name, digest, posts, how, project)

@@ -90,6 +90,7 @@ def kalkyle_csv(path: Path, *, subtotals: bool = True, rows: list[str] | None = 
         out.insert(4, f"2;Bygning;;;;{norwegian(building)}")
         out.append(f";Sum prosjekt;;;;{norwegian(sum((ln.amount for ln in lines()), Decimal(0)))}")
     out += rows or []
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(("\n".join(out) + "\n").encode("utf-8-sig"))
     return path
 

@@ -207,3 +207,34 @@ def test_a_post_level_kalkyle_keeps_its_ns3420_codes_and_compares_by_them(tmp_pa
         "01.31.1": (None, True, None),
     }
     assert "a subtotal of 01.22 (2 lines under it)" in (bundle / "import.md").read_text("utf-8")
+
+
+@pytest.mark.loadbearing
+def test_a_revised_estimate_runs_as_a_new_version_and_its_report_lists_what_changed(
+    tmp_path: Path,
+) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    kalkyle_csv(tmp_path / "v1" / "nordvik.csv").rename(ws.inbox_projects / "nordvik.csv")
+    run_once(ws, load_config(), log=structlog.get_logger("t"), environ={"CI": "true"})
+    [first] = (ws.outbox / "runs" / "nordvik").iterdir()
+    assert "What changed since the last version" not in (first / "report.md").read_text("utf-8")
+    revised = kalkyle_csv(tmp_path / "v2" / "nordvik.csv", subtotals=False)
+    text = revised.read_text("utf-8-sig").replace(
+        "23;Yttervegger;1625,25;m2;6480;10 531 620 kr",
+        "23;Yttervegger;1625,25;m2;6200;10 076 550 kr",
+    )
+    text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("44;"))
+    revised.write_text(text + "\n45;Elvarme;3600;m2;400;1 440 000 kr\n", "utf-8")
+    revised.rename(ws.inbox_projects / "nordvik.csv")
+    report = run_once(ws, load_config(), log=structlog.get_logger("t"), environ={"CI": "true"})
+    assert [r.state for r in report.results if r.kind == "bundle"] == ["done"]
+    [second] = [r for r in (ws.outbox / "runs" / "nordvik").iterdir() if r != first]
+    shown = (second / "report.md").read_text("utf-8")
+    changes = shown.split("## What changed since the last version")[1].split("\n## ")[0]
+    assert "3 line(s) differ" in changes
+    assert (
+        "| 23 | changed | amount, unit price | amount 10531620, unit price 6480 | amount 10076550, unit price 6200 |"
+        in changes
+    )
+    assert "| 44 | removed | Lys |" in changes and "| 45 | added | Elvarme |" in changes

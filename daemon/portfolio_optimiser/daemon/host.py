@@ -107,6 +107,7 @@ class RunHost:
                 built.append(
                     RunInputs.build(
                         references=self.snapshot(job),
+                        bundle=Path(job.bundle),
                         workspace=ws,
                         config=self.config,
                         ledger=self.ledger,

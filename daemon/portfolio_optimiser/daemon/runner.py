@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ProjectReferences
 from portfolio_optimiser.context.verdict import VerdictError, parse_verdict
@@ -45,7 +47,7 @@ from .workspace import Workspace
 if TYPE_CHECKING:  # the portfolio imports the runner's learning store; typing only here
     from .portfolio import Portfolio
 
-__all__ = ["RunInputs", "learning_store", "open_circuits", "run_pipeline"]
+__all__ = ["RunInputs", "learning_store", "open_circuits", "previous_version", "run_pipeline"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class RunInputs:
     log: Any
     charge: Callable[[int], None] | None = None
     """Keeps each billed amount durably as the run goes (the job's charges)."""
+    previous: Project | None = None
+    """The project's version ingested before this bundle, which a revision is compared with."""
 
     @classmethod
     def build(
@@ -81,6 +85,7 @@ class RunInputs:
         references: ProjectReferences,
         client_factory: ClientFactory,
         log: Any,
+        bundle: Path | None = None,
         charge: Callable[[int], None] | None = None,
     ) -> RunInputs:
         return cls(
@@ -96,6 +101,7 @@ class RunInputs:
             client_factory=client_factory,
             log=log,
             charge=charge,
+            previous=previous_version(workspace, bundle) if bundle is not None else None,
         )
 
 
@@ -126,6 +132,7 @@ def run_pipeline(inputs: RunInputs, bundle: Path, run_id: str) -> RunResult:
             client_factory=inputs.client_factory,
             references=inputs.references,
             portfolio=inputs.portfolio,
+            previous=inputs.previous,
         )
     )
     # A circuit opened by this run is an operator's business: the journal says so once, here.
@@ -150,6 +157,19 @@ def run_pipeline(inputs: RunInputs, bundle: Path, run_id: str) -> RunResult:
             which=result.budget_stop,
         )
     return result
+
+
+def previous_version(workspace: Workspace, bundle: Path) -> Project | None:
+    """The version of the bundle's project ingested before it, when it is another folder (a
+    revision dropped later); None for a first version, a rerun, or one that does not read."""
+    try:
+        project_id = load_ir_projections(bundle).id
+        ingested = workspace.bundles_projects / project_id
+        if not ingested.is_dir() or ingested.resolve() == bundle.resolve():
+            return None
+        return load_ir_projections(ingested)
+    except (BundleError, OSError):
+        return None
 
 
 def open_circuits(store: Store, admission: Admission) -> dict[str, AdvisorState]:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs n
 
     from .report import Redactor
 
-__all__ = ["learned_section", "precedents_section", "references_section"]
+__all__ = ["changes_section", "learned_section", "precedents_section", "references_section"]
 
 
 def precedents_section(result: RunResult, red: Redactor) -> list[str]:
@@ -109,5 +109,27 @@ def learned_section(result: RunResult, red: Redactor) -> list[str]:
         "The proposer's prompt carried this block (it is what models are told of expert verdicts):",
         "",
         *(f"> {md(line)}" if line.strip() else ">" for line in lines),
+        "",
+    ]
+
+
+def changes_section(result: RunResult, red: Redactor) -> list[str]:
+    """What this version of the estimate changed against the last one the portfolio had."""
+    if result.changes is None:
+        return []
+    heading = ["## What changed since the last version", ""]
+    if not result.changes:
+        return [*heading, "No line's figures changed against the version ingested before.", ""]
+    return [
+        *heading,
+        f"{len(result.changes)} line(s) differ from the version ingested before:",
+        "",
+        "| line | change | what | before | now |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {md(red.text(c.code, 'a cost code'))} | {c.kind} | {md(red.text(c.what, 'a change'))}"
+            f" | {md(red.text(c.before, 'a figure'))} | {md(red.text(c.now, 'a figure'))} |"
+            for c in result.changes
+        ),
         "",
     ]

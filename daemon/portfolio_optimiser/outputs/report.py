@@ -22,7 +22,7 @@ from portfolio_optimiser.reasoning.redaction import RedactionRefused, scrub_valu
 
 from ._markdown import format_nok
 from ._markdown import md as _md
-from .explained import learned_section, precedents_section, references_section
+from .explained import changes_section, learned_section, precedents_section, references_section
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
@@ -309,6 +309,7 @@ def render_report(
         "",
         *_heard(result, red),
         *precedents_section(result, red),
+        *changes_section(result, red),
         *references_section(result, red),
         *learned_section(result, red),
         "## Validated savings by cost code",

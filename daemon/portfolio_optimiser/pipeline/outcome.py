@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from portfolio_optimiser.context.changes import LineChange
 from portfolio_optimiser.context.decisions import Decision
 from portfolio_optimiser.context.models import Candidate
 from portfolio_optimiser.context.reference import LineReference
@@ -73,3 +74,5 @@ class RunResult(BaseModel):
     """Each reference-price candidate's reference: what its line was measured against."""
     learned: str = ""
     """The block of what experts taught that the hypothesis prompt carried ("" when nothing)."""
+    changes: tuple[LineChange, ...] | None = None
+    """What this version changed against the project's last ingested one; None for a first."""

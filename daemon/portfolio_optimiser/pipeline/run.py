@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
+from portfolio_optimiser.context.changes import line_changes
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
@@ -60,6 +61,7 @@ async def run_project(
     client_factory: ClientFactory = default_client_factory,
     references: ProjectReferences | None = None,
     portfolio: Mapping[str, Project] | None = None,
+    previous: Project | None = None,
 ) -> RunResult:
     """Run one project. Raises only for a bundle that cannot be read (``BundleError``)."""
     # The measure types experts have judged are offered when a kuttliste item names none.
@@ -138,6 +140,11 @@ async def run_project(
         local_because=run.local_because,
         withheld=tuple(sorted(run.withheld)),
         learned=learned,
+        changes=(
+            tuple(line_changes(previous, project))
+            if previous is not None and previous.id == project.id
+            else None
+        ),
         references={
             c.candidate.id: ref
             for c in run.outcomes

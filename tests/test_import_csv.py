@@ -238,3 +238,28 @@ def test_a_revised_estimate_runs_as_a_new_version_and_its_report_lists_what_chan
         in changes
     )
     assert "| 44 | removed | Lys |" in changes and "| 45 | added | Elvarme |" in changes
+
+
+@pytest.mark.parametrize("source_kind", ["csv", "xml"])
+def test_import_then_export_gives_back_every_figure_of_the_source(
+    tmp_path: Path, source_kind: str
+) -> None:
+    from .estimates import NS3459_POSTS, ns3459_xml
+
+    if source_kind == "csv":
+        source = kalkyle_csv(tmp_path / "nordvik.csv")
+        want = {ln.code: (ln.quantity, ln.unit, ln.unit_price, ln.amount) for ln in lines()}
+    else:
+        source = ns3459_xml(tmp_path / "nordvik.xml")
+        want = {
+            postnr: (q, "m2", p, (q * p).quantize(Decimal("0.01")))
+            for _g, postnr, _c, _t, q, p in NS3459_POSTS
+        }
+    bundles, out = tmp_path / "bundles", tmp_path / "out"
+    bundles.mkdir()
+    out.mkdir()
+    assert main(["import", str(source), "--into", str(bundles)]) == 0
+    assert main(["import", "--export", "csv", str(bundles / "nordvik"), "--into", str(out)]) == 0
+    exported = read_estimate(out / "nordvik.csv")
+    got = {p.code: (p.quantity, p.unit, p.unit_price, p.amount) for p in exported.posts}
+    assert got == want  # Decimal equality: the figures themselves, not their spelling

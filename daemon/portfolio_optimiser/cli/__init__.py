@@ -136,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the bundles here (default: the workspace's inbox/projects/, where they run)",
     )
     importing.add_argument(
+        "--export",
+        choices=["csv"],
+        help="the other way: write each bundle FILE's cost lines as csv into --into "
+        "(default: the current folder), every figure as the bundle holds it",
+    )
+    importing.add_argument(
         "--mapping",
         type=Path,
         metavar="FILE",

@@ -6,8 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser._atomic import publish_atomic, publish_text
 from portfolio_optimiser._text import strip_control
+from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.imports import (
     ImportRefused,
     MappingNeeded,
@@ -15,6 +16,8 @@ from portfolio_optimiser.context.imports import (
     read_mapping,
     write_bundle,
 )
+from portfolio_optimiser.context.imports.export import export_csv
+from portfolio_optimiser.context.ir import load_ir_projections
 
 __all__ = ["import_files"]
 
@@ -25,7 +28,10 @@ def _err(text: str) -> None:
 
 def import_files(args: argparse.Namespace) -> int:
     """Each file into a bundle in ``--into`` (default: the workspace's inbox, where the daemon
-    runs it); 1 when any file was refused (each refusal lists all of its problems)."""
+    runs it); 1 when any file was refused (each refusal lists all of its problems). With
+    ``--export csv``, the other way: each bundle's cost lines as csv into ``--into``."""
+    if args.export:
+        return _export(args)
     workspace: Path = getattr(args, "workspace", None) or Path()
     into: Path = args.into or workspace / "inbox" / "projects"
     if not into.is_dir():
@@ -50,4 +56,23 @@ def import_files(args: argparse.Namespace) -> int:
         else:
             lines = len(list((bundle / "cost").glob("*.md")))
             print(strip_control(f"{path} → {bundle} ({lines} cost lines)"))
+    return 1 if failed else 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    into: Path = args.into or Path()
+    if not into.is_dir():
+        _err(f"{into} is not a folder; create it or name another with --into")
+        return 1
+    failed = 0
+    for bundle in args.files:
+        try:
+            project = load_ir_projections(bundle)
+        except BundleError as exc:
+            failed += 1
+            _err(f"{bundle}: {exc}")
+            continue
+        target = into / f"{project.id}.csv"
+        publish_atomic(target, export_csv(project).encode("utf-8-sig"))
+        print(strip_control(f"{bundle} → {target} ({len(project.cost_lines)} cost lines)"))
     return 1 if failed else 0

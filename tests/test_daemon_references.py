@@ -1,5 +1,6 @@
 """A generated portfolio through the daemon: the reference classes are published, every planted
-line gets its candidate with its comparables, and a moved portfolio reruns what it moved."""
+line gets its graded candidate with what it was measured against, and a moved portfolio reruns
+what it moved."""
 
 from __future__ import annotations
 

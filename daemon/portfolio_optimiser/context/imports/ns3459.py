@@ -25,7 +25,7 @@ from typing import Any, Final
 from lxml import etree
 
 from .csv_file import estimate_of
-from .posts import Estimate, ImportRefused, Origin, Post, Problem
+from .posts import Estimate, ImportRefused, Origin, Post, Problem, sum_problem
 
 __all__ = ["NAMESPACE", "read_ns3459_estimate"]
 
@@ -115,17 +115,12 @@ def _post(
         problems.append(
             Problem(origin, "Prisinfo/Sum", "no sum in a priced tender; price the post")
         )
-    if amount is not None and quantity is not None and unit_price is not None:
-        product = quantity * unit_price
-        if abs(product - amount) > abs(quantity) * Decimal("0.005") + Decimal("0.005"):
-            problems.append(
-                Problem(
-                    origin,
-                    "Prisinfo/Sum",
-                    f"the sum {amount} is not {quantity} × {unit_price} = {product}; correct the "
-                    "sum, the quantity or the unit price",
-                )
-            )
+    # NS 3459 writes sums in øre (2 decimals).
+    wrong = sum_problem(
+        origin, "Prisinfo/Sum", quantity, unit_price, amount, sum_rounding=Decimal("0.005")
+    )
+    if wrong is not None:
+        problems.append(wrong)
     if len(problems) > before:
         return None
     text = _text(element, "Tekst", "Uformatert") or _text(element, "Uformatert")

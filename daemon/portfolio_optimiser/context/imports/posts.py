@@ -27,6 +27,7 @@ __all__ = [
     "Post",
     "Problem",
     "bundle_files_of",
+    "sum_problem",
 ]
 
 IMPORTER: Final = "portfolio-optimiser import"
@@ -81,6 +82,32 @@ class Problem:
     def __str__(self) -> str:
         column = f", column {self.field}" if self.field else ""
         return f"{self.origin}{column}: {self.message}"
+
+
+def sum_problem(
+    origin: Origin,
+    field: str | None,
+    quantity: Decimal | None,
+    unit_price: Decimal | None,
+    amount: Decimal | None,
+    *,
+    sum_rounding: Decimal,
+) -> Problem | None:
+    """The problem of a sum that quantity × unit price does not give beyond rounding, or None.
+
+    A unit price rounded to øre is off by at most half an øre a unit; a sum by ``sum_rounding``
+    (half an øre where the source writes øre, half a krone where it writes whole kroner)."""
+    if amount is None or quantity is None or unit_price is None:
+        return None
+    product = quantity * unit_price
+    if abs(product - amount) <= abs(quantity) * Decimal("0.005") + sum_rounding:
+        return None
+    return Problem(
+        origin,
+        field,
+        f"the sum {amount} is not {quantity} × {unit_price} = {product}; correct the sum, the "
+        "quantity or the unit price",
+    )
 
 
 @dataclass(frozen=True)

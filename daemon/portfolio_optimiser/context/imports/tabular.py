@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Final
 
 from .numbers import NumberFormat, NumberRefused, parse_number
-from .posts import Origin, Post, Problem
+from .posts import Origin, Post, Problem, sum_problem
 
 __all__ = [
     "FIELDS",
@@ -234,19 +234,12 @@ def _post(
                 f"a quantity ({quantity}) without a unit; write it (m2, m, stk…)",
             )
         )
-    if amount is not None and quantity is not None and unit_price is not None:
-        # Beyond rounding: a unit price rounded to øre is off by at most half an øre a unit, and
-        # a sum rounded to whole kroner by half a krone.
-        product = quantity * unit_price
-        if abs(product - amount) > abs(quantity) * Decimal("0.005") + Decimal("0.5"):
-            problems.append(
-                Problem(
-                    origin,
-                    where("amount"),
-                    f"the sum {amount} is not {quantity} × {unit_price} = {product}; correct "
-                    "the sum, the quantity or the unit price",
-                )
-            )
+    # Spreadsheets often show sums in whole kroner.
+    wrong = sum_problem(
+        origin, where("amount"), quantity, unit_price, amount, sum_rounding=Decimal("0.5")
+    )
+    if wrong is not None:
+        problems.append(wrong)
     if len(problems) > before or amount is None:
         return None
     return Post(

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 if TYPE_CHECKING:  # reference.py builds on this module; typing only
     from .reference import ReferenceIndex
 
-__all__ = ["Grade", "LineReference", "PriceFit", "ProjectReferences"]
+__all__ = ["Grade", "LineReference", "PriceFit", "ProjectReferences", "weighted_price"]
 
 Grade = Literal["likely", "possible"]
 ClassKey = tuple[str, str]
@@ -140,7 +140,7 @@ def _median_without(ordered: Sequence[float], value: float) -> float | None:
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
-def _weighted_price(entries: Sequence[tuple[float, float]]) -> float:
+def weighted_price(entries: Sequence[tuple[float, float]]) -> float:
     """(quantity, unit price) entries' quantity-weighted price; one entry's own price exactly."""
     if len(entries) == 1:
         return entries[0][1]
@@ -193,11 +193,12 @@ class _Spread:
             kept, squares = kept - 1, squares - without * without
         if kept >= 3:
             return TRUNCATED_TO_SIGMA * math.sqrt(max(squares, 0.0) / kept)
-        rest = self._abs if without is None else None
-        if rest is None:
-            middle = _median_without(self._abs, abs(without or 0.0))
-            return MAD_TO_SIGMA * middle if middle is not None else 0.0
-        return MAD_TO_SIGMA * statistics.median(rest) if rest else 0.0
+        # Too few within the cut for a root mean square: the MAD's own estimate.
+        if without is None:
+            middle = statistics.median(self._abs) if self._abs else None
+        else:
+            middle = _median_without(self._abs, abs(without))
+        return MAD_TO_SIGMA * middle if middle is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -377,7 +378,7 @@ class PriceFit:
         mine = [
             _Line(project_id, category, key, math.log(p), p)
             for key, entries in classes.items()
-            if (p := _weighted_price(entries)) > 0
+            if (p := weighted_price(entries)) > 0
         ]
         own = self._lines.get(project_id, [])
         indexed = {ln.key: ln for ln in own}

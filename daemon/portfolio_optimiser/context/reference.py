@@ -23,7 +23,6 @@ portfolio grows, and a verdict keeps applying. The evidence is the line's own fi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
@@ -31,7 +30,7 @@ from functools import cached_property
 from typing import Final
 
 from .models import REFERENCE_PRICE, Candidate, CostLine, Project
-from .price_fit import LineReference, PriceFit, ProjectReferences
+from .price_fit import LineReference, PriceFit, ProjectReferences, weighted_price
 
 __all__ = [
     "MEASURE_TYPE",
@@ -116,13 +115,6 @@ def _classes_of(project: Project) -> dict[tuple[str, str], list[tuple[float, flo
     return found
 
 
-def _weighted(lines: Sequence[tuple[float, float, str]]) -> float:
-    """Their quantity-weighted unit price; one line's own price exactly."""
-    if len(lines) == 1:
-        return lines[0][1]
-    return math.fsum(q * p for q, p, _s in lines) / math.fsum(q for q, _p, _s in lines)
-
-
 def _priced(line: CostLine) -> tuple[str, float, float] | None:
     unit = normalise_unit(line.unit)
     if unit is None or line.quantity is None or line.unit_price_nok is None:
@@ -134,7 +126,8 @@ def _priced(line: CostLine) -> tuple[str, float, float] | None:
 
 @dataclass(frozen=True)
 class ReferenceIndex:
-    """Every priced line of the portfolio, by (code, unit): the input of every reference."""
+    """Every project's priced lines, by what they are compared as (an NS 3420 code, else an
+    account) and unit, one comparable per project: the input of every reference."""
 
     classes: Mapping[tuple[str, str], tuple[Comparable, ...]] = field(default_factory=dict)
     rule: ReferenceRule = ReferenceRule()
@@ -146,7 +139,7 @@ class ReferenceIndex:
             for (compared_as, unit), lines in _classes_of(project).items():
                 # A project prices a class once: several posts of one description count as one
                 # comparable, at their quantity-weighted unit price.
-                price = _weighted(lines)
+                price = weighted_price([(q, p) for q, p, _source in lines])
                 found.setdefault((compared_as, unit), []).append(
                     Comparable(project.id, lines[0][2], price, project.category)
                 )
@@ -185,10 +178,10 @@ def two_figures_down(value: float | Decimal) -> int:
     return int((exact / step).to_integral_value(rounding=ROUND_FLOOR) * step)
 
 
-def reference_saving(unit_price: float, median: float, quantity: float) -> int:
+def reference_saving(unit_price: float, expected: float, quantity: float) -> int:
     """(unit price − the price expected) × quantity, rounded down to two significant figures
     (whole NOK)."""
-    excess = Decimal(str(unit_price)) - Decimal(str(median))
+    excess = Decimal(str(unit_price)) - Decimal(str(expected))
     return two_figures_down(excess * Decimal(str(quantity)))
 
 

@@ -12,43 +12,17 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from .numbers import detect_format
-from .posts import Estimate, ImportRefused, Origin, Post, Problem
-from .tabular import columns_of, posts_of, template_of
+from .posts import Estimate, ImportRefused, Origin, Problem, estimate_of
+from .tabular import HEADER_ROWS, columns_of, header_row, posts_of, template_of
 
-__all__ = ["HEADER_ROWS", "MappingNeeded", "read_csv_estimate"]
-
-
-def estimate_of(
-    name: str,
-    digest: str,
-    posts: Sequence[Post],
-    how: Sequence[str],
-    project: Mapping[str, Any] | None,
-) -> Estimate:
-    """The estimate of a file read: its project from the side file, else from the file's name."""
-    header = dict(project or {})
-    title = Path(name).stem
-    stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "project"
-    return Estimate(
-        project_id=str(header.pop("id", stem)),
-        name=str(header.pop("name", title)),
-        category=header.pop("category", None),
-        source=name,
-        digest=digest,
-        posts=tuple(posts),
-        header=header,
-        how=tuple(how),
-    )
+__all__ = ["MappingNeeded", "read_csv_estimate"]
 
 
-HEADER_ROWS: Final = 20
-"""The header is looked for in this many first rows (a title block may stand above it)."""
 _DELIMITERS: Final = (";", "\t", ",", "|")
 _NUMERIC: Final = ("quantity", "unit_price", "amount")
 
@@ -108,14 +82,7 @@ def read_csv_estimate(
     lines = text.splitlines()
     delimiter = _dialect(lines)
     rows = list(csv.reader(io.StringIO(text), delimiter=delimiter))
-    header_at = next(
-        (
-            i
-            for i, row in enumerate(rows[:HEADER_ROWS])
-            if {"code", "amount"} <= set(columns_of(row, mapping).index)
-        ),
-        None,
-    )
+    header_at = header_row(rows, mapping)
     if header_at is None:
         first = next((row for row in rows[:HEADER_ROWS] if any(c.strip() for c in row)), [])
         found = columns_of(first, mapping).index

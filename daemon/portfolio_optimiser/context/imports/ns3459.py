@@ -24,8 +24,7 @@ from typing import Any, Final
 
 from lxml import etree
 
-from .csv_file import estimate_of
-from .posts import Estimate, ImportRefused, Origin, Post, Problem, sum_problem
+from .posts import Estimate, ImportRefused, Origin, Post, Problem, estimate_of, sum_problem
 
 __all__ = ["NAMESPACE", "read_ns3459_estimate"]
 

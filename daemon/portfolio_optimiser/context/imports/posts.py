@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Final
 
 from portfolio_optimiser.errors import UserError
@@ -27,6 +28,7 @@ __all__ = [
     "Post",
     "Problem",
     "bundle_files_of",
+    "estimate_of",
     "sum_problem",
 ]
 
@@ -161,6 +163,29 @@ def _concept(frontmatter: Mapping[str, Any], body: str) -> str:
         f"{key}: {json.dumps(value, ensure_ascii=False)}\n" for key, value in frontmatter.items()
     )
     return f"---\n{header}---\n\n{body.strip()}\n"
+
+
+def estimate_of(
+    name: str,
+    digest: str,
+    posts: Sequence[Post],
+    how: Sequence[str],
+    project: Mapping[str, Any] | None,
+) -> Estimate:
+    """The estimate of a file read: its project from the side file, else from the file's name."""
+    header = dict(project or {})
+    title = Path(name).stem
+    stem = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "project"
+    return Estimate(
+        project_id=str(header.pop("id", stem)),
+        name=str(header.pop("name", title)),
+        category=header.pop("category", None),
+        source=name,
+        digest=digest,
+        posts=tuple(posts),
+        header=header,
+        how=tuple(how),
+    )
 
 
 def bundle_files_of(estimate: Estimate) -> dict[str, str]:

@@ -21,9 +21,11 @@ from .posts import Origin, Post, Problem, sum_problem
 
 __all__ = [
     "FIELDS",
+    "HEADER_ROWS",
     "Cell",
     "Columns",
     "columns_of",
+    "header_row",
     "is_subtotal",
     "normalise_header",
     "posts_of",
@@ -113,6 +115,22 @@ def columns_of(headers: Sequence[str], mapping: Mapping[str, str] | None = None)
     if "code" not in found and "ns3451" in found:
         found["code"] = found["ns3451"]  # an account-by-building-part breakdown
     return Columns(found, tuple(headers))
+
+
+HEADER_ROWS: Final = 20
+"""The header is looked for in this many first rows (a title block may stand above it)."""
+
+
+def header_row(rows: Sequence[Sequence[Cell]], mapping: Mapping[str, str] | None) -> int | None:
+    """The first of the first rows that names a code and an amount column, or None."""
+    return next(
+        (
+            i
+            for i, row in enumerate(rows[:HEADER_ROWS])
+            if {"code", "amount"} <= set(columns_of([str(c) for c in row], mapping).index)
+        ),
+        None,
+    )
 
 
 def template_of(headers: Sequence[str]) -> str:

@@ -21,10 +21,10 @@ from typing import Any, Final
 from openpyxl import load_workbook
 from openpyxl.utils import get_column_letter
 
-from .csv_file import HEADER_ROWS, MappingNeeded, estimate_of
+from .csv_file import MappingNeeded
 from .numbers import detect_format
-from .posts import Estimate, ImportRefused, Origin, Problem
-from .tabular import Cell, Columns, columns_of, is_subtotal, posts_of, template_of
+from .posts import Estimate, ImportRefused, Origin, Problem, estimate_of
+from .tabular import Cell, Columns, columns_of, header_row, is_subtotal, posts_of, template_of
 
 __all__ = ["MAX_RATIO", "MAX_UNCOMPRESSED_BYTES", "read_xlsx_estimate"]
 
@@ -151,14 +151,7 @@ def read_xlsx_estimate(
     how: list[str] = []
     first_header: list[str] = []
     for sheet, rows in _sheets(path):
-        header_at = next(
-            (
-                i
-                for i, (_n, cells, _w) in enumerate(rows[:HEADER_ROWS])
-                if {"code", "amount"} <= set(columns_of([str(c) for c in cells], mapping).index)
-            ),
-            None,
-        )
+        header_at = header_row([cells for _n, cells, _w in rows], mapping)
         if header_at is None:
             if not first_header and rows:
                 first_header = [str(c) for c in rows[0][1]]

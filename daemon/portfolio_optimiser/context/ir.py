@@ -1,5 +1,8 @@
 """Project the IR out of a bundle: the project header, its cost lines and its kuttliste.
 
+A cost line is a ``cost-line`` concept, or one row of a ``cost-lines`` concept's table
+(:mod:`.cost_table`): an imported tender's building part is one file, not thousands.
+
 Every problem at once, like a compiler: all malformed concepts are reported in one
 :class:`IRError`, sorted by file, each naming the file and the field and saying what to write
 instead. A measure option without ``id`` gets one minted from its path (stable: the same file
@@ -20,6 +23,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from .cost_table import cost_table_lines
 from .errors import BundleError, BundleEscapeError, FrontmatterError, IRError
 from .frontmatter import Concept, read_concept
 from .models import CostLine, MeasureOption, Project
@@ -117,6 +121,10 @@ def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Proje
             headers.append(concept)
         elif kind == "cost-line":
             lines.extend(_build(CostLine, concept, _COST_LINE_KEYS, problems))
+        elif kind == "cost-lines":
+            table, found = cost_table_lines(concept)
+            lines.extend(table)
+            problems += [(rel, sentence) for sentence in found]
         elif kind == "measure-option":
             minted = (
                 {} if concept.frontmatter.get("id") else {"id": minted_id(rel), "id_minted": True}

@@ -74,6 +74,9 @@ class CostLine(_IR):
     post: bool = False
     """The code is a post number of its estimate, not an account: the line is compared across
     projects by its NS 3420 code, and not at all without one."""
+    imported_from: str | None = None
+    """Where an imported line stands in the planner's own file: ``kalkyle.xlsx, sheet Bygg, row
+    14`` or ``tilbud.xml, post 01.12.1 (ID …)``."""
     source: str = ""
 
     _amounts = field_validator(
@@ -109,6 +112,8 @@ class MeasureOption(_IR):
     latest_decision_point: str | None = None
     consequence: str | None = None
     description: str | None = None
+    imported_from: str | None = None
+    """Where an imported kuttliste holds the item: ``kalkyle.xlsx, sheet 'Kuttliste', row 4``."""
     source: str = ""
     id_minted: bool = False
     """The file named no ``id``; this one was minted from its path (``ir.minted_id``)."""

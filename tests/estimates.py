@@ -21,6 +21,28 @@ ACCOUNTS: dict[str, tuple[str, Decimal | None, str | None, Decimal]] = {
 }
 
 
+# A kuttliste as planners keep one: number, measure, the line it touches, saving, type, decision
+# point and consequence.
+KUTTLISTE: list[tuple[str, str, str, Decimal, str, str, str]] = [
+    ("1", "Enklere fasadeplater", "23", Decimal("420000"), "material_substitution",
+     "2027-03-01", "Fasaden blir mindre variert"),
+    ("2", "Én heis i stedet for to", "62", Decimal("1215000"), "scope_reduction",
+     "Forprosjekt", "Lengre ventetid i rushtiden"),
+]  # fmt: skip
+
+
+def kuttliste_csv(path: Path, *, rows: list[str] | None = None) -> Path:
+    """The kuttliste as a semicolon csv beside the estimate."""
+    out = ["Nr;Tiltak;Konto;Besparelse;Type;Frist;Konsekvens"]
+    out += [
+        f"{nr};{title};{code};{norwegian(saving)};{kind};{when};{what}"
+        for nr, title, code, saving, kind, when, what in KUTTLISTE
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(("\n".join(out + (rows or [])) + "\n").encode("utf-8-sig"))
+    return path
+
+
 @dataclass(frozen=True)
 class Line:
     code: str
@@ -31,14 +53,18 @@ class Line:
     amount: Decimal
 
 
-def manifest(path: Path) -> dict[str, object]:
-    """A generated concept file's ``ingest_manifest``, read as the product reads frontmatter."""
+def imported_from(bundle: Path, code: str) -> str:
+    """Where the bundle's line ``code`` stands in its source, read as the product reads it; the
+    file holding it must carry the ingest stamp naming that source."""
     from portfolio_optimiser.context.frontmatter import read_concept
+    from portfolio_optimiser.context.ir import load_ir_projections
 
-    meta = read_concept(path, path.name).frontmatter
+    line = load_ir_projections(bundle).line(code)
+    assert line is not None and line.imported_from is not None
+    meta = read_concept(bundle / line.source, line.source).frontmatter
     assert meta["generated"] is True
-    found: dict[str, object] = meta["ingest_manifest"]
-    return found
+    assert meta["ingest_manifest"]["source"] == line.imported_from.split(",")[0]
+    return line.imported_from
 
 
 def lines() -> list[Line]:
@@ -95,7 +121,7 @@ def kalkyle_csv(path: Path, *, subtotals: bool = True, rows: list[str] | None = 
     return path
 
 
-def kalkyle_xlsx(path: Path, *, saved: bool = True) -> Path:
+def kalkyle_xlsx(path: Path, *, saved: bool = True, kuttliste: bool = False) -> Path:
     """The same accounts as a workbook, as a kalkyle template has them: a cover sheet, the
     building on one sheet (a merged title above the header, amounts as formulas, a "Sum" row),
     the installations and common costs on another. ``saved``: the formulas carry the values
@@ -133,6 +159,11 @@ def kalkyle_xlsx(path: Path, *, saved: bool = True) -> Path:
         values[(sheet.title, f"F{row}")] = line.amount
     last = building.max_row
     building.append([None, "Sum bygg", None, None, None, f"=SUM(F{first}:F{last})"])
+    if kuttliste:
+        cuts = book.create_sheet("Kuttliste")
+        cuts.append(["Nr", "Tiltak", "Konto", "Besparelse", "Type", "Frist", "Konsekvens"])
+        for nr, title, code, saving, kind, when, what in KUTTLISTE:
+            cuts.append([int(nr), title, code, float(saving), kind, when, what])
     book.save(path)
     if not saved:
         return path

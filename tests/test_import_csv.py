@@ -12,6 +12,7 @@ import structlog
 
 from portfolio_optimiser.cli import main
 from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.imports import (
     ImportRefused,
     MappingNeeded,
@@ -23,7 +24,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import kalkyle_csv, lines, manifest
+from .estimates import imported_from, kalkyle_csv, lines
 
 
 def test_a_semicolon_csv_with_decimal_commas_keeps_every_figure(tmp_path: Path) -> None:
@@ -60,9 +61,10 @@ def test_a_semicolon_csv_with_decimal_commas_keeps_every_figure(tmp_path: Path) 
     assert "semicolon-separated" in report and "decimal comma" in report
     assert "header on row 4" in report
     assert "a subtotal of 2 (3 lines under it)" in report and "a subtotal (Sum prosjekt)" in report
-    source_of = manifest(bundle / "cost" / "23.md")
-    assert (source_of["file"], source_of["row"]) == ("nordvik kalkyle.csv", 8)
-    assert source_of["importer"] == "portfolio-optimiser import"
+    assert imported_from(bundle, "23") == "nordvik kalkyle.csv, row 8"
+    meta = read_concept(bundle / "cost" / "2.md", "cost/2.md").frontmatter
+    assert (meta["type"], meta["title"]) == ("cost-lines", "2 Bygning")
+    assert meta["ingest_manifest"]["importer"] == "portfolio-optimiser import"
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import NS3459_POSTS, manifest, ns3459_xml
+from .estimates import NS3459_POSTS, imported_from, ns3459_xml
 
 
 @pytest.mark.parametrize("version", ["2012", "2023"])
@@ -56,9 +56,9 @@ def test_a_priced_tender_keeps_every_post_with_its_guid_and_codes(
         )
         for k, v in got.items()
     } == want
-    source_of = manifest(bundle / "cost" / "01.36.1.md")
-    assert source_of["guid"] == "5f0c7a1e-0001-4c1e-9a11-000000000003"
-    assert source_of["path"] == "Post 3 (01.36.1)"
+    assert imported_from(bundle, "01.36.1") == (
+        "tilbud.xml, Post 3 (01.36.1), ID 5f0c7a1e-0001-4c1e-9a11-000000000003"
+    )
     how = (bundle / "import.md").read_text("utf-8")
     assert f"NS 3459 version {version}: a priced tender" in how
     assert "NS 3451 from the Bygningsdel level" in how
@@ -108,11 +108,11 @@ def test_every_bad_post_is_named_with_its_guid_and_path(tmp_path: Path) -> None:
     text = str(refused.value)
     assert "3 problem(s)" in text
     assert (
-        "feil.xml, Post 2 (01.23.1), post 5f0c7a1e-0001-4c1e-9a11-000000000002, column Prisinfo/Sum: the sum 999.00 is not"
+        "feil.xml, Post 2 (01.23.1), ID 5f0c7a1e-0001-4c1e-9a11-000000000002, column Prisinfo/Sum: the sum 999.00 is not"
         in text
     )
     assert (
-        "Post 4 (01.44.1), post 5f0c7a1e-0001-4c1e-9a11-000000000004, column Prisinfo/Sum: 'mange' is not a number"
+        "Post 4 (01.44.1), ID 5f0c7a1e-0001-4c1e-9a11-000000000004, column Prisinfo/Sum: 'mange' is not a number"
         in text
     )
     assert (

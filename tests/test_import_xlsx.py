@@ -17,7 +17,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import kalkyle_xlsx, lines, manifest
+from .estimates import imported_from, kalkyle_xlsx, lines
 
 
 def test_a_two_sheet_workbook_keeps_every_figure_and_says_how_it_was_read(tmp_path: Path) -> None:
@@ -45,8 +45,7 @@ def test_a_two_sheet_workbook_keeps_every_figure_and_says_how_it_was_read(tmp_pa
         "Sheet 'Bygg': header on row 3" in how and "Sheet 'Tekniske anlegg': header on row 1" in how
     )
     assert "a subtotal (Sum bygg)" in how
-    source_of = manifest(bundle / "cost" / "36.md")
-    assert (source_of["sheet"], source_of["row"]) == ("Tekniske anlegg", 3)
+    assert imported_from(bundle, "36") == "nordvik.xlsx, sheet 'Tekniske anlegg', row 3"
 
 
 @pytest.mark.loadbearing
@@ -96,3 +95,32 @@ def test_a_workbook_dropped_into_the_inbox_as_it_is_runs(tmp_path: Path) -> None
     assert len(load_ir_projections(ws.bundles_projects / "holmen-school").cost_lines) == len(
         lines()
     )
+
+
+def test_a_two_row_merged_header_and_hidden_rows_are_read_and_said(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "Kalkyle"
+    sheet.append(["Konto", "Tekst", "Mengde og pris", None, None, "Sum"])
+    sheet.append([None, None, "Mengde", "Enhet", "Enhetspris", None])
+    for merged in ("A1:A2", "B1:B2", "C1:E1", "F1:F2"):
+        sheet.merge_cells(merged)
+    sheet.append(["21", "Grunn og fundamenter", 100, "m2", 2000, 200000])
+    sheet.append(["22", "Bæresystemer", 50, "m3", 3000, 150000])
+    sheet.append(["23", "Yttervegger", 10, "m2", 5000, 50000])
+    sheet.row_dimensions[4].hidden = True
+    sheet.row_dimensions[5].hidden = True
+    book.save(tmp_path / "flettet.xlsx")
+    estimate = read_estimate(tmp_path / "flettet.xlsx")
+    got = {p.code: (p.quantity, p.unit, p.unit_price, p.amount) for p in estimate.posts}
+    assert got == {
+        "21": (100, "m2", 2000, 200000),
+        "22": (50, "m3", 3000, 150000),
+        "23": (10, "m2", 5000, 50000),
+    }
+    how = "\n".join(estimate.how)
+    assert "Sheet 'Kalkyle': header on row 2 (merged cells A1:A2, B1:B2, F1:F2 read as one)" in how
+    assert "row(s) 4-5 are hidden in the workbook; read like the others" in how

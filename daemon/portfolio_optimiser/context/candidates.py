@@ -6,9 +6,11 @@ becomes one candidate, its evidence the option's own file and the cost lines it 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from .models import Candidate, MeasureOption, Project, candidate_key_literal
 
-__all__ = ["candidate_from_option", "kuttliste_candidates"]
+__all__ = ["candidate_from_option", "kuttliste_candidates", "sources_of"]
 
 
 def candidate_from_option(project: Project, option: MeasureOption) -> Candidate:
@@ -37,3 +39,20 @@ def candidate_from_option(project: Project, option: MeasureOption) -> Candidate:
 def kuttliste_candidates(project: Project) -> list[Candidate]:
     """One candidate per measure option, in the bundle's file order."""
     return [candidate_from_option(project, option) for option in project.measure_options]
+
+
+def sources_of(project: Project, candidates: Iterable[Candidate]) -> dict[str, str]:
+    """Where the candidates' kuttliste items and lines stand in the planner's own files, for an
+    imported estimate: ``kuttliste item k-1`` or a line's code → its file, sheet and row."""
+    found: dict[str, str] = {}
+    options = {option.id: option for option in project.measure_options}
+    for candidate in candidates:
+        kind, _, ident = candidate.origin.partition(":")
+        option = options.get(ident) if kind == "measure-option" else None
+        if option is not None and option.imported_from:
+            found[f"kuttliste item {ident}"] = option.imported_from
+        for code in candidate.affected_codes:
+            line = project.line(code)
+            if line is not None and line.imported_from:
+                found[code] = line.imported_from
+    return found

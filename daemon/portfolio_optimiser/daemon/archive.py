@@ -34,7 +34,12 @@ from typing import IO, Final
 
 from portfolio_optimiser._atomic import fsync_dir, write_tree
 from portfolio_optimiser.context.imports import SUFFIXES as ESTIMATE_SUFFIXES
-from portfolio_optimiser.context.imports import ImportRefused, bundle_files_of, read_estimate
+from portfolio_optimiser.context.imports import (
+    ImportRefused,
+    bundle_files_of,
+    estimate_in,
+    read_estimate,
+)
 from portfolio_optimiser.daemon.claim import TMP_PREFIX
 from portfolio_optimiser.daemon.filters import BUNDLE_INDEX
 from portfolio_optimiser.errors import UserError
@@ -233,12 +238,43 @@ def _tar_members(job: _Extraction) -> None:
                     job.write_file(name, parts, source)
 
 
+def _estimate_files(folder: Path, archive: Path) -> dict[str, str] | None:
+    """The bundle of the estimate ``folder`` holds (with its side file and kuttliste), or None."""
+    try:
+        estimate = estimate_in(folder)
+        return None if estimate is None else bundle_files_of(read_estimate(estimate))
+    except ImportRefused as exc:
+        raise ArchiveError(str(exc), archive=archive) from None
+
+
+def import_folder(folder: Path, dest: Path) -> Path | None:
+    """The bundle of the estimate a folder dropped as a project holds, published as the new
+    folder ``dest``; None when the folder holds no estimate (it is a bundle itself)."""
+    files = _estimate_files(folder, folder)
+    if files is None:
+        return None
+    work = dest.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
+    try:
+        write_tree(work, files)
+        work.rename(dest)
+        fsync_dir(dest.parent)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
 def _bundle_root(job: _Extraction) -> Path:
     if (job.root / BUNDLE_INDEX).is_file():
         return job.root
     children = list(job.root.iterdir())
     if len(children) == 1 and (children[0] / BUNDLE_INDEX).is_file():
         return children[0]
+    for folder in (job.root, *(c for c in children if len(children) == 1 and c.is_dir())):
+        files = _estimate_files(folder, job.archive)
+        if files is not None:
+            imported = job.root / ".imported"
+            write_tree(imported, files)
+            return imported
     raise ArchiveError(
         f"{job.archive.name} has no {BUNDLE_INDEX} at its root or in its one top-level folder; "
         f"put {BUNDLE_INDEX} at the top of the bundle folder and {_RECREATE}",

@@ -25,7 +25,7 @@ from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.reasoning.redaction import safe_text
 
-from .archive import ArchiveError, extract_bundle
+from .archive import ArchiveError, extract_bundle, import_folder
 from .claim import ClaimError, content_digest, original_name, release
 from .claim import claim as claim_entry
 from .host import CRASHES_TO_QUARANTINE, GivenUp, iso
@@ -328,13 +328,14 @@ class BundleLifecycle(JobRuns):
         )
 
     def _bundle_root(self, claimed: Path) -> Path:
-        if claimed.is_dir():
-            return claimed
-        # Unpacked beside the claimed archive under a dot-name, which recover() skips; a half
-        # extraction left by a crash is cleared first, the archive itself is the truth.
+        # Unpacked (or imported) beside the claimed input under a dot-name, which recover()
+        # skips; a half extraction left by a crash is cleared first, the input is the truth.
         unpacked = claimed.with_name(f".{claimed.name}.d")
         if unpacked.exists():
             shutil.rmtree(unpacked)
+        if claimed.is_dir():
+            # A folder is a bundle, or a planner's estimate with its side file and kuttliste.
+            return import_folder(claimed, unpacked) or claimed
         return extract_bundle(
             claimed,
             unpacked,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -281,7 +282,9 @@ def _settle_input(job: Job, ctx: JobContext) -> None:
             superseded.parent.mkdir(parents=True, exist_ok=True)
             release(target, superseded)
         release(bundle, target)
-    if claimed != bundle and claimed.exists():
+    if claimed != bundle and claimed.is_dir():
+        shutil.rmtree(claimed)  # a folder of estimate files, imported into bundles/projects/
+    elif claimed != bundle and claimed.exists():
         claimed.unlink()  # the archive, whose unpacked bundle now lives in bundles/projects/
 
 

@@ -133,3 +133,23 @@ def changes_section(result: RunResult, red: Redactor) -> list[str]:
         ),
         "",
     ]
+
+
+def sources_section(result: RunResult, red: Redactor) -> list[str]:
+    """Where this run's kuttliste items and the lines they touch stand in the planner's files."""
+    if not result.sources:
+        return []
+    return [
+        "## Where the lines come from",
+        "",
+        "The kuttliste items and the lines these candidates touch, as they stand in the files "
+        "the bundle was imported from:",
+        "",
+        "| item or line | in the source |",
+        "|---|---|",
+        *(
+            f"| {md(red.text(code, 'a cost code'))} | {md(red.text(where, 'a source row'))} |"
+            for code, where in sorted(result.sources.items())
+        ),
+        "",
+    ]

@@ -22,7 +22,13 @@ from portfolio_optimiser.reasoning.redaction import RedactionRefused, scrub_valu
 
 from ._markdown import format_nok
 from ._markdown import md as _md
-from .explained import changes_section, learned_section, precedents_section, references_section
+from .explained import (
+    changes_section,
+    learned_section,
+    precedents_section,
+    references_section,
+    sources_section,
+)
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
@@ -311,6 +317,7 @@ def render_report(
         *precedents_section(result, red),
         *changes_section(result, red),
         *references_section(result, red),
+        *sources_section(result, red),
         *learned_section(result, red),
         "## Validated savings by cost code",
         "",

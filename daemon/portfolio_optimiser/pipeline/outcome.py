@@ -76,3 +76,6 @@ class RunResult(BaseModel):
     """The block of what experts taught that the hypothesis prompt carried ("" when nothing)."""
     changes: tuple[LineChange, ...] | None = None
     """What this version changed against the project's last ingested one; None for a first."""
+    sources: dict[str, str] = Field(default_factory=dict)
+    """Where each line a candidate touches stands in the planner's own file, for an imported
+    estimate: code → ``kalkyle.xlsx, sheet 'Bygg', row 14``."""

@@ -14,6 +14,7 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
+from portfolio_optimiser.context.candidates import sources_of
 from portfolio_optimiser.context.changes import line_changes
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
@@ -145,6 +146,7 @@ async def run_project(
             if previous is not None and previous.id == project.id
             else None
         ),
+        sources=sources_of(project, (c.candidate for c in run.outcomes)),
         references={
             c.candidate.id: ref
             for c in run.outcomes

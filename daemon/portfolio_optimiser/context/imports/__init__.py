@@ -1,8 +1,8 @@
 """Bundles from the planner's own files: an estimating tool's export becomes a project bundle.
 
-``read_estimate`` reads one file (today a csv export of a cost breakdown: accounts with their
-amounts, and quantity, unit and unit price where given) and the small side file that names its
-project; ``write_bundle`` publishes the bundle it becomes, whole or not at all. Every later
+``read_estimate`` reads one file (an NS 3459 price request or tender, an xlsx kalkyle or a csv
+cost breakdown), the small side file that names its project, and its kuttliste (a sheet of the
+workbook, or ``kuttliste.csv``/``.xlsx`` beside it); ``write_bundle`` publishes the bundle it becomes, whole or not at all. Every later
 stage reads that bundle as it reads a hand-made one. Never imports a framework.
 """
 
@@ -13,15 +13,19 @@ import re
 import shutil
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from portfolio_optimiser._atomic import fsync_dir, write_tree
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.frontmatter import read_concept
 
-from .csv_file import MappingNeeded, read_csv_estimate
+from .csv_file import MappingNeeded, read_csv_estimate, read_csv_kuttliste
+from .kuttliste import is_kuttliste_name, kuttliste_beside
 from .ns3459 import read_ns3459_estimate
 from .posts import Estimate, ImportRefused, Origin, Problem, bundle_files_of
-from .xlsx_file import read_xlsx_estimate
+from .xlsx_file import read_xlsx_estimate, read_xlsx_kuttliste
 
 __all__ = [
     "SUFFIXES",
@@ -29,6 +33,7 @@ __all__ = [
     "ImportRefused",
     "MappingNeeded",
     "bundle_files_of",
+    "estimate_in",
     "read_estimate",
     "read_mapping",
     "side_file",
@@ -41,16 +46,50 @@ _READERS: Final = {
     ".xlsx": read_xlsx_estimate,
     ".xml": read_ns3459_estimate,
 }
+_KUTTLISTE: Final = {".csv": read_csv_kuttliste, ".xlsx": read_xlsx_kuttliste}
 _PROJECT_KEYS: Final = ("id", "name", "category", "base_estimate_nok", "p50_nok", "p85_nok")
 _ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
 def side_file(path: Path) -> Path | None:
-    """The file that names ``path``'s project: ``<name>.toml`` beside it, else ``project.toml``."""
-    for candidate in (path.with_suffix(".toml"), path.with_name("project.toml")):
+    """The file that names ``path``'s project: ``<name>.toml`` beside it, else ``project.toml``,
+    else ``project.md`` (a project concept's frontmatter)."""
+    for candidate in (
+        path.with_suffix(".toml"),
+        path.with_name("project.toml"),
+        path.with_name("project.md"),
+    ):
         if candidate.is_file():
             return candidate
     return None
+
+
+def estimate_in(folder: Path) -> Path | None:
+    """The estimate file a folder dropped as a project holds (beside it its side file and its
+    kuttliste), or None when the folder is a bundle (it has an ``index.md``) or holds none."""
+    if (folder / "index.md").is_file():
+        return None
+    found = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.suffix.lower() in SUFFIXES
+        and not p.name.startswith(".")
+        and not is_kuttliste_name(p.name)
+    )
+    if len(found) > 1:
+        raise ImportRefused(
+            folder.name,
+            [
+                Problem(
+                    Origin(folder.name),
+                    None,
+                    f"holds {len(found)} estimate files ({', '.join(p.name for p in found)}); "
+                    "drop one project's estimate per folder",
+                )
+            ],
+        )
+    return found[0] if found else None
 
 
 def _read_toml(path: Path, what: str) -> dict[str, Any]:
@@ -65,7 +104,15 @@ def _read_toml(path: Path, what: str) -> dict[str, Any]:
 def _project(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    data = _read_toml(path, "the project's side file")
+    if path.suffix == ".md":
+        try:
+            data = {
+                k: v for k, v in read_concept(path, path.name).frontmatter.items() if k != "type"
+            }
+        except BundleError as exc:
+            raise ImportRefused(path.name, [Problem(Origin(path.name), None, str(exc))]) from None
+    else:
+        data = _read_toml(path, "the project's side file")
     problems = [
         Problem(
             Origin(path.name),
@@ -115,11 +162,28 @@ def read_estimate(
                 )
             ],
         )
+    if is_kuttliste_name(path.name):
+        raise ImportRefused(
+            path.name,
+            [
+                Problem(
+                    Origin(path.name),
+                    None,
+                    "is a kuttliste, not an estimate; import the estimate beside it, and the "
+                    "kuttliste is read with it",
+                )
+            ],
+        )
     try:
         read = _READERS[path.suffix.lower()]
-        return read(
+        estimate = read(
             path, mapping=mapping, project=_project(side_file(path)), name=name or path.name
         )
+        beside = kuttliste_beside(path)
+        if beside is None or estimate.measures:
+            return estimate
+        measures, how = _KUTTLISTE[beside.suffix.lower()](beside, estimate.posts)
+        return replace(estimate, measures=tuple(measures), how=(*estimate.how, how))
     except OSError as exc:
         raise ImportRefused(
             path.name, [Problem(Origin(path.name), None, f"cannot be read ({exc.strerror})")]

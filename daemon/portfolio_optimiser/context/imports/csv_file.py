@@ -16,11 +16,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from .kuttliste import kuttliste_header, measures_of
 from .numbers import detect_format
-from .posts import Estimate, ImportRefused, Origin, Problem, estimate_of
+from .posts import Estimate, ImportRefused, Measure, Origin, Post, Problem, estimate_of
 from .tabular import HEADER_ROWS, columns_of, header_row, posts_of, template_of
 
-__all__ = ["MappingNeeded", "read_csv_estimate"]
+__all__ = ["MappingNeeded", "read_csv_estimate", "read_csv_kuttliste"]
 
 
 _DELIMITERS: Final = (";", "\t", ",", "|")
@@ -66,6 +67,46 @@ def _dialect(lines: Sequence[str]) -> str:
     return best
 
 
+def _rows(data: bytes, name: str) -> tuple[list[list[str]], str, str]:
+    """The file's rows, its encoding and its delimiter."""
+    text, encoding = _decode(data, name)
+    delimiter = _dialect(text.splitlines())
+    return list(csv.reader(io.StringIO(text), delimiter=delimiter)), encoding, delimiter
+
+
+def read_csv_kuttliste(path: Path, posts: Sequence[Post]) -> tuple[list[Measure], str]:
+    """The measures of a kuttliste csv beside an estimate, and how it was read; raises
+    :class:`ImportRefused` with every problem of it."""
+    rows, encoding, delimiter = _rows(path.read_bytes(), path.name)
+    found = kuttliste_header(rows, named=True)
+    if found is None:
+        raise ImportRefused(
+            path.name,
+            [
+                Problem(
+                    Origin(path.name, row=1),
+                    None,
+                    "is named as a kuttliste but no row names a measure (Tiltak), the lines it "
+                    "touches (Konto) and its saving (Besparelse); add those headers",
+                )
+            ],
+        )
+    at, columns = found
+    body = [(Origin(path.name, row=at + 2 + i), row) for i, row in enumerate(rows[at + 1 :])]
+    saving = columns["saving"]
+    fmt = detect_format(
+        (r[saving] for _o, r in body if saving < len(r) and r[saving].strip()),
+        comma_by_default=delimiter == ";",
+    )
+    measures, problems = measures_of(body, columns, rows[at], fmt, posts)
+    if problems:
+        raise ImportRefused(path.name, problems)
+    return measures, (
+        f"Kuttliste {path.name} ({encoding}, header on row {at + 1}): {len(measures)} item(s) "
+        "imported."
+    )
+
+
 def read_csv_estimate(
     path: Path,
     *,
@@ -78,10 +119,7 @@ def read_csv_estimate(
     cannot be told)."""
     name = name or path.name
     data = path.read_bytes()
-    text, encoding = _decode(data, name)
-    lines = text.splitlines()
-    delimiter = _dialect(lines)
-    rows = list(csv.reader(io.StringIO(text), delimiter=delimiter))
+    rows, encoding, delimiter = _rows(data, name)
     header_at = header_row(rows, mapping)
     if header_at is None:
         first = next((row for row in rows[:HEADER_ROWS] if any(c.strip() for c in row)), [])

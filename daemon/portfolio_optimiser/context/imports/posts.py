@@ -2,9 +2,10 @@
 
 Decides what an imported line is (:class:`Post`: where it came from, its code, its NS 3451 and
 NS 3420 codes where given, quantity, unit, unit price and sum) and the concept files an import
-becomes: the same files a hand-made bundle has (``project.md``, one ``cost/<code>.md`` per line,
-``index.md``), each marked as generated from its source (``generated: true`` with an
-``ingest_manifest`` naming the file, its digest and the line's place in it), and an
+becomes: ``project.md``, ``index.md``, and the lines as tables, one ``cost/<part>.md`` per NS 3451
+building part (a ``cost-lines`` concept, :mod:`portfolio_optimiser.context.cost_table`), each line
+naming its place in the source (``imported_from``), each file marked as generated from it
+(``generated: true`` with an ``ingest_manifest`` naming the file and its digest); and an
 ``import.md`` saying how the file was read. Pure: it returns texts, it never writes.
 """
 
@@ -18,12 +19,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
+from portfolio_optimiser.context.cost_table import table_row
+from portfolio_optimiser.context.ns3451 import ns3451_name
 from portfolio_optimiser.errors import UserError
 
 __all__ = [
     "IMPORTER",
     "Estimate",
     "ImportRefused",
+    "Measure",
     "Origin",
     "Post",
     "Problem",
@@ -66,7 +70,7 @@ class Origin:
         if self.path:
             where.append(self.path)
         if self.guid:
-            where.append(f"post {self.guid}")
+            where.append(f"ID {self.guid}")
         return ", ".join(where)
 
     def manifest(self) -> dict[str, Any]:
@@ -130,6 +134,21 @@ class Post:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """One item of a kuttliste read with the estimate: it becomes a measure option."""
+
+    origin: Origin
+    id: str
+    title: str
+    codes: tuple[str, ...]
+    saving: Decimal
+    measure_type: str
+    decide_by: str | None = None
+    consequence: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
 class Estimate:
     """An imported file: the project it estimates, its lines, and how it was read."""
 
@@ -145,6 +164,8 @@ class Estimate:
     """Further ``project.md`` fields from the side file (base estimate, P50, P85)."""
     how: tuple[str, ...] = ()
     """Sentences on how the file was read (format, dialect, skipped rows), for ``import.md``."""
+    measures: tuple[Measure, ...] = ()
+    """The kuttliste read with it (a sheet of the workbook, or a file beside it)."""
 
 
 def _number(value: Decimal) -> int | float:
@@ -171,6 +192,7 @@ def estimate_of(
     posts: Sequence[Post],
     how: Sequence[str],
     project: Mapping[str, Any] | None,
+    measures: Sequence[Measure] = (),
 ) -> Estimate:
     """The estimate of a file read: its project from the side file, else from the file's name."""
     header = dict(project or {})
@@ -185,40 +207,125 @@ def estimate_of(
         posts=tuple(posts),
         header=header,
         how=tuple(how),
+        measures=tuple(measures),
     )
+
+
+MAX_ROWS_PER_FILE: Final = 500
+"""A building part's lines per concept file: a table a planner can still scroll, and a file far
+below a concept's size bound even with every post's description beside it."""
+_MAX_FILE_CHARS: Final = 1_000_000
+_COLUMNS: Final = (
+    ("code", "code"),
+    ("title", "title"),
+    ("quantity", "quantity"),
+    ("unit", "unit"),
+    ("unit_price", "unit_price_nok"),
+    ("amount", "amount_nok"),
+    ("ns3451", "ns3451"),
+    ("ns3420", "ns3420"),
+)
+
+
+def _figure(value: Decimal | None) -> str:
+    """A figure exactly as the source gives it, as the IR reads it: 250.5, 1000, never 1E+3."""
+    return "" if value is None else f"{value.normalize():f}"
+
+
+def _part(post: Post) -> str:
+    """The table a line goes into: a post's building part (else its post number's chapter); an
+    account's part one level up (21 and 23 under 2; 231 and 236 under 23)."""
+    if post.post:
+        return post.ns3451.strip()[:2] if post.ns3451 else post.code.split(".")[0]
+    code = post.code.split(".")[0]
+    return (
+        code[: min(2, max(1, len(code) - 1))] if code.isdigit() and "." not in post.code else code
+    )
+
+
+def _chunks(posts: Sequence[Post]) -> list[list[Post]]:
+    chunks: list[list[Post]] = [[]]
+    size = 0
+    for post in posts:
+        grows = 200 + len(post.title) + len(post.description or "")
+        if chunks[-1] and (len(chunks[-1]) >= MAX_ROWS_PER_FILE or size + grows > _MAX_FILE_CHARS):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(post)
+        size += grows
+    return chunks
+
+
+def _table_title(part: str, n: int, posts: Sequence[Post]) -> str:
+    # A post number's first level is its chapter, not a building part: named only as itself.
+    named = ns3451_name(part) if any(p.ns3451 or not p.post for p in posts) else None
+    return (f"{part} {named}" if named else part) + (f" ({n})" if n > 1 else "")
+
+
+def _cost_table(title: str, posts: Sequence[Post], manifest: Mapping[str, Any]) -> str:
+    frontmatter: dict[str, Any] = {"type": "cost-lines", "title": title}
+    columns = [
+        (a, f) for a, f in _COLUMNS if a == "title" or any(getattr(p, a) is not None for p in posts)
+    ]
+    mixed = len({p.post for p in posts}) > 1
+    if posts[0].post and not mixed:
+        frontmatter["post"] = True
+    frontmatter |= {"generated": True, "ingest_manifest": dict(manifest)}
+    header = [f for _a, f in columns] + (["post"] if mixed else []) + ["imported_from"]
+    rows = [table_row(header), "|" + "---|" * len(header)]
+    for post in posts:
+        cells: list[Any] = [
+            _figure(v) if isinstance(v := getattr(post, a), Decimal) else v for a, _f in columns
+        ]
+        rows.append(table_row([*cells, *([post.post] if mixed else []), str(post.origin)]))
+    described = [
+        f"## {post.code} {post.title}\n\n{post.description.strip()}"
+        for post in posts
+        if post.description and post.description.strip()
+    ]
+    return _concept(frontmatter, "\n\n".join([f"# {title}", "\n".join(rows), *described]))
+
+
+def _measure_option(measure: Measure, manifest: Mapping[str, Any]) -> str:
+    option: dict[str, Any] = {
+        "type": "measure-option",
+        "id": measure.id,
+        "title": measure.title,
+        "measure_type": measure.measure_type,
+        "affected_codes": list(measure.codes),
+        "estimated_saving_nok": _number(measure.saving),
+    }
+    if measure.decide_by:
+        option["latest_decision_point"] = measure.decide_by
+    if measure.consequence:
+        option["consequence"] = measure.consequence
+    option |= {"imported_from": str(measure.origin), "generated": True}
+    option["ingest_manifest"] = dict(manifest)
+    body = f"# {measure.id} {measure.title}\n\nFrom the kuttliste: {measure.origin}."
+    if measure.description:
+        body += f"\n\n{measure.description}"
+    return _concept(option, body)
 
 
 def bundle_files_of(estimate: Estimate) -> dict[str, str]:
     """The bundle an estimate becomes: bundle-relative path → text."""
     manifest = {"importer": IMPORTER, "source": estimate.source, "sha256": estimate.digest}
-    files: dict[str, str] = {}
-    names: dict[str, str] = {}
+    parts: dict[str, list[Post]] = {}
     for post in estimate.posts:
-        rel = f"cost/{_slug(post.code)}.md"
-        n = 2
-        while rel in files:
-            rel, n = f"cost/{_slug(post.code)}-{n}.md", n + 1
-        names[post.code] = rel
-        line: dict[str, Any] = {
-            "type": "cost-line",
-            "code": post.code,
-            "title": post.title,
-            "amount_nok": _number(post.amount),
-        }
-        if post.quantity is not None:
-            line["quantity"] = _number(post.quantity)
-        if post.unit:
-            line["unit"] = post.unit
-        if post.unit_price is not None:
-            line["unit_price_nok"] = _number(post.unit_price)
-        line |= {k: v for k, v in (("ns3451", post.ns3451), ("ns3420", post.ns3420)) if v}
-        if post.post:
-            line["post"] = True
-        line |= {"generated": True, "ingest_manifest": manifest | post.origin.manifest()}
-        body = f"# {post.code} {post.title}\n\nImported from {post.origin}."
-        if post.description:
-            body += f"\n\n{post.description}"
-        files[rel] = _concept(line, body)
+        parts.setdefault(_part(post), []).append(post)
+    files: dict[str, str] = {}
+    links: list[str] = []
+    for part, posts in parts.items():
+        for n, chunk in enumerate(_chunks(posts), start=1):
+            rel = f"cost/{_slug(part)}{f'-{n}' if n > 1 else ''}.md"
+            title = _table_title(part, n, chunk)
+            files[rel] = _cost_table(title, chunk, manifest)
+            links.append(f"* [{title}]({rel})")
+    kuttliste: list[str] = []
+    for measure in estimate.measures:
+        rel = f"kuttliste/{measure.id}.md"
+        files[rel] = _measure_option(measure, manifest)
+        kuttliste.append(f"* [{measure.id} {measure.title}]({rel})")
     total = sum((p.amount for p in estimate.posts), Decimal(0))
     project: dict[str, Any] = {
         "type": "project",
@@ -239,9 +346,11 @@ def bundle_files_of(estimate: Estimate) -> dict[str, str]:
         f"# How {estimate.source} was read\n\n"
         + "\n".join(f"* {sentence}" for sentence in estimate.how),
     )
-    links = "\n".join(f"* [{code}]({rel})" for code, rel in names.items())
     files["index.md"] = (
         f"# {estimate.name}\n\n* [Project](project.md)\n* [How the estimate was read](import.md)"
-        f"\n\n## Cost\n\n{links}\n"
+        "\n\n## Cost\n\n"
+        + "\n".join(links)
+        + ("\n\n## Kuttliste\n\n" + "\n".join(kuttliste) if kuttliste else "")
+        + "\n"
     )
     return files

@@ -122,15 +122,13 @@ HEADER_ROWS: Final = 20
 
 
 def header_row(rows: Sequence[Sequence[Cell]], mapping: Mapping[str, str] | None) -> int | None:
-    """The first of the first rows that names a code and an amount column, or None."""
-    return next(
-        (
-            i
-            for i, row in enumerate(rows[:HEADER_ROWS])
-            if {"code", "amount"} <= set(columns_of([str(c) for c in row], mapping).index)
-        ),
-        None,
-    )
+    """The first of the first rows that names a code and an amount column, or None; of a header
+    over two rows (merged group titles above the column names), the row naming more columns."""
+    fields = [set(columns_of([str(c) for c in row], mapping).index) for row in rows[:HEADER_ROWS]]
+    at = next((i for i, names in enumerate(fields) if {"code", "amount"} <= names), None)
+    if at is not None and at + 1 < len(fields) and fields[at + 1] > fields[at]:
+        return at + 1
+    return at
 
 
 def template_of(headers: Sequence[str]) -> str:

@@ -12,21 +12,33 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import date, datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
-from openpyxl import load_workbook
-from openpyxl.utils import get_column_letter
+from lxml import etree
+from python_calamine import CalamineError, CalamineWorkbook
 
 from .csv_file import MappingNeeded
+from .kuttliste import is_kuttliste_name, kuttliste_header, measures_of
 from .numbers import detect_format
-from .posts import Estimate, ImportRefused, Origin, Problem, estimate_of
-from .tabular import Cell, Columns, columns_of, header_row, is_subtotal, posts_of, template_of
+from .posts import Estimate, ImportRefused, Measure, Origin, Post, Problem, estimate_of
+from .tabular import (
+    HEADER_ROWS,
+    Cell,
+    Columns,
+    columns_of,
+    header_row,
+    is_subtotal,
+    posts_of,
+    template_of,
+)
+from .xlsx_sheet import SheetFacts, column_letter, sheet_facts
 
-__all__ = ["MAX_RATIO", "MAX_UNCOMPRESSED_BYTES", "read_xlsx_estimate"]
+__all__ = ["MAX_RATIO", "MAX_UNCOMPRESSED_BYTES", "read_xlsx_estimate", "read_xlsx_kuttliste"]
 
 MAX_UNCOMPRESSED_BYTES: Final = 512 * 1024 * 1024
 """A 20 000-row kalkyle expands to some 30 MB of sheet XML; this is far beyond any real one."""
@@ -74,63 +86,124 @@ def _check_zip(path: Path, name: str) -> None:
 
 
 def _cell(value: Any) -> Cell:
-    if value is None:
+    if value is None or value == "":
         return ""
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int | float):
         return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
-    if isinstance(value, datetime | date):
-        return value.isoformat()
+    if isinstance(value, datetime | date | time | timedelta):
+        return str(value.isoformat()) if not isinstance(value, timedelta) else str(value)
     return str(value)
 
 
-def _sheets(path: Path) -> Iterator[tuple[str, list[tuple[int, list[Cell], list[Any]]]]]:
-    """Each sheet's rows: (row number, the saved values, the formulas as written)."""
-    values = load_workbook(path, read_only=True, data_only=True)
-    formulas = load_workbook(path, read_only=True, data_only=False)
+@dataclass
+class _Sheet:
+    name: str
+    rows: list[list[Cell]]
+    """Row ``i`` is the sheet's row ``i + 1``."""
+    facts: SheetFacts
+    merged: list[tuple[tuple[int, int], tuple[int, int]]]
+
+
+def _fill_merged_header(sheet: _Sheet) -> list[str]:
+    """A header cell merged down over two rows holds its text in its first row only: it is read
+    in every row it covers (among the rows the header is looked for in), so a two-row header
+    reads as one."""
+    filled = []
+    for (top, left), (bottom, right) in sorted(sheet.merged):
+        if top >= HEADER_ROWS or bottom == top or top >= len(sheet.rows):
+            continue
+        text = sheet.rows[top][left] if left < len(sheet.rows[top]) else ""
+        for r in range(top + 1, min(bottom, HEADER_ROWS - 1, len(sheet.rows) - 1) + 1):
+            row = sheet.rows[r]
+            row.extend([""] * (right + 1 - len(row)))
+            for c in range(left, right + 1):
+                row[c] = text
+        filled.append(f"{column_letter(left)}{top + 1}:{column_letter(right)}{bottom + 1}")
+    return filled
+
+
+def _sheets(path: Path, name: str) -> list[_Sheet]:
+    """Each sheet's saved values (python-calamine), and what its XML says beside them."""
     try:
-        for sheet in values.worksheets:
-            written = formulas[sheet.title]
-            rows = []
-            for number, (saved, as_written) in enumerate(
-                zip(
-                    sheet.iter_rows(values_only=True),
-                    written.iter_rows(values_only=True),
-                    strict=False,
-                ),
-                start=1,
-            ):
-                rows.append((number, [_cell(v) for v in saved], list(as_written)))
-            yield sheet.title, rows
-    finally:
-        values.close()
-        formulas.close()
-
-
-def _unsaved(
-    name: str,
-    sheet: str,
-    number: int,
-    columns: Columns,
-    saved: Sequence[Cell],
-    as_written: Sequence[Any],
-) -> list[Problem]:
-    """Formula cells of the fields read whose value Excel never saved."""
-    found = []
-    for field, i in columns.index.items():
-        written = as_written[i] if i < len(as_written) else None
-        value = saved[i] if i < len(saved) else ""
-        if isinstance(written, str) and written.startswith("=") and value == "":
-            found.append(
-                Problem(
-                    Origin(name, row=number, sheet=sheet),
-                    f"{get_column_letter(i + 1)} ({field})",
-                    f"a formula ({written}) with no saved value; open the workbook in Excel or "
-                    "LibreOffice and save it again, so its values are saved with it",
+        with zipfile.ZipFile(path) as archive:
+            facts = sheet_facts(archive)
+        book = CalamineWorkbook.from_path(str(path))
+    except (CalamineError, KeyError, etree.XMLSyntaxError, zipfile.BadZipFile) as exc:
+        raise _refuse(
+            name, f"is damaged or not a workbook ({exc}); save it again as .xlsx and import it"
+        ) from None
+    try:
+        sheets = []
+        for meta in book.sheets_metadata:
+            data = book.get_sheet_by_name(meta.name)
+            rows = [[_cell(v) for v in row] for row in data.to_python(skip_empty_area=False)]
+            sheets.append(
+                _Sheet(
+                    meta.name,
+                    rows,
+                    facts.get(meta.name, SheetFacts()),
+                    data.merged_cell_ranges or [],
                 )
             )
-    return found
+        return sheets
+    finally:
+        book.close()
+
+
+def _spans(numbers: Sequence[int]) -> str:
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _unsaved(name: str, sheet: _Sheet, number: int, columns: Columns) -> list[Problem]:
+    """Formula cells of the fields read whose value Excel never saved."""
+    return [
+        Problem(
+            Origin(name, row=number, sheet=sheet.name),
+            f"{column_letter(i)} ({field})",
+            f"a formula (={formula.removeprefix('=')}) with no saved value; open the workbook in "
+            "Excel or LibreOffice and save it again, so its values are saved with it",
+        )
+        for field, i in columns.index.items()
+        if (formula := sheet.facts.unsaved.get((number, i))) is not None
+    ]
+
+
+def read_xlsx_kuttliste(path: Path, posts: Sequence[Post]) -> tuple[list[Measure], str]:
+    """The measures of a kuttliste workbook beside an estimate (its first sheet that is one), and
+    how it was read; raises :class:`ImportRefused` with every problem of it."""
+    _check_zip(path, path.name)
+    for sheet in _sheets(path, path.name):
+        found = kuttliste_header(sheet.rows, named=True)
+        if found is None:
+            continue
+        at, columns = found
+        rows = [
+            (Origin(path.name, row=n, sheet=sheet.name), cells)
+            for n, cells in enumerate(sheet.rows[at + 1 :], start=at + 2)
+        ]
+        saving = columns["saving"]
+        texts = [str(r[saving]) for _o, r in rows if saving < len(r) and isinstance(r[saving], str)]
+        fmt = detect_format((t for t in texts if t.strip()), comma_by_default=True)
+        measures, problems = measures_of(rows, columns, sheet.rows[at], fmt, posts)
+        if problems:
+            raise ImportRefused(path.name, problems)
+        return measures, (
+            f"Kuttliste {path.name}, sheet {sheet.name!r} (header on row {at + 1}): "
+            f"{len(measures)} item(s) imported."
+        )
+    raise _refuse(
+        path.name,
+        "is named as a kuttliste but no sheet names a measure (Tiltak), the lines it touches "
+        "(Konto) and its saving (Besparelse); add those headers",
+    )
 
 
 def read_xlsx_estimate(
@@ -150,25 +223,38 @@ def read_xlsx_estimate(
     problems: list[Problem] = []
     how: list[str] = []
     first_header: list[str] = []
-    for sheet, rows in _sheets(path):
-        header_at = header_row([cells for _n, cells, _w in rows], mapping)
-        if header_at is None:
-            if not first_header and rows:
-                first_header = [str(c) for c in rows[0][1]]
-            how.append(f"Sheet {sheet!r} skipped: no row names a code and an amount.")
+    kuttliste: list[tuple[_Sheet, int, dict[str, int]]] = []
+    for sheet in _sheets(path, name):
+        merged = _fill_merged_header(sheet)
+        found = kuttliste_header(sheet.rows, named=is_kuttliste_name(sheet.name))
+        if found is not None:
+            kuttliste.append((sheet, *found))
+            how.append(f"Sheet {sheet.name!r}: a kuttliste, header on row {found[0] + 1}.")
             continue
-        columns = columns_of([str(c) for c in rows[header_at][1]], mapping)
-        how.append(f"Sheet {sheet!r}: header on row {header_at + 1}; {columns.describe()}.")
-        for number, cells, written in rows[header_at + 1 :]:
-            # A subtotal's formula needs no saved value: the row is skipped, not read.
-            unsaved = (
-                []
-                if is_subtotal(cells, columns)
-                else _unsaved(name, sheet, number, columns, cells, written)
+        header_at = header_row(sheet.rows, mapping)
+        if header_at is None:
+            if not first_header and sheet.rows:
+                first_header = [str(c) for c in sheet.rows[0]]
+            how.append(f"Sheet {sheet.name!r} skipped: no row names a code and an amount.")
+            continue
+        columns = columns_of([str(c) for c in sheet.rows[header_at]], mapping)
+        how.append(
+            f"Sheet {sheet.name!r}: header on row {header_at + 1}"
+            + (f" (merged cells {', '.join(merged)} read as one)" if merged else "")
+            + f"; {columns.describe()}."
+        )
+        hidden = [n for n in sheet.facts.hidden_rows if n > header_at + 1]
+        if hidden:
+            how.append(
+                f"Sheet {sheet.name!r}: row(s) {_spans(hidden)} are hidden in the workbook; read "
+                "like the others, as Excel's own sums count them."
             )
+        for number, cells in enumerate(sheet.rows[header_at + 1 :], start=header_at + 2):
+            # A subtotal's formula needs no saved value: the row is skipped, not read.
+            unsaved = [] if is_subtotal(cells, columns) else _unsaved(name, sheet, number, columns)
             problems += unsaved
             if not unsaved:
-                body.append((Origin(name, row=number, sheet=sheet), columns, cells))
+                body.append((Origin(name, row=number, sheet=sheet.name), columns, cells))
     if not body and not problems:
         raise MappingNeeded(
             name,
@@ -194,13 +280,23 @@ def read_xlsx_estimate(
     fmt = detect_format(figures, comma_by_default=True)
     posts, row_problems, skipped = posts_of(body, fmt)
     problems += row_problems
+    measures = []
+    for sheet, at, columns_at in kuttliste:
+        rows = [
+            (Origin(name, row=n, sheet=sheet.name), cells)
+            for n, cells in enumerate(sheet.rows[at + 1 :], start=at + 2)
+        ]
+        found_measures, found_problems = measures_of(rows, columns_at, sheet.rows[at], fmt, posts)
+        measures += found_measures
+        problems += found_problems
     if problems:
         raise ImportRefused(name, problems)
     how = [
-        f"Read {name} (SHA-256 {digest[:16]}…) as xlsx: the values Excel saved.",
+        f"Read {name} (SHA-256 {digest[:16]}…) as xlsx: the values Excel saved (python-calamine).",
         *how,
-        f"Figures written as text: {fmt.describe()}.",
+        *([f"Figures written as text: {fmt.describe()}."] if figures else []),
         f"{len(posts)} line(s) imported; {len(skipped)} row(s) skipped.",
         *(f"Skipped {s}." for s in skipped),
+        *([f"{len(measures)} kuttliste item(s) imported."] if kuttliste else []),
     ]
-    return estimate_of(name, digest, posts, how, project)
+    return estimate_of(name, digest, posts, how, project, measures)

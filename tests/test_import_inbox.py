@@ -223,3 +223,20 @@ def test_each_problem_is_named_in_the_one_report_and_nothing_reaches_the_bundles
     assert (ws.outbox / "failed" / source.name).exists()
     assert not ws.bundles_projects.exists() or list(ws.bundles_projects.iterdir()) == []
     assert not (ws.outbox / "runs").exists() or list((ws.outbox / "runs").iterdir()) == []
+
+
+def test_a_zip_of_the_estimates_folder_is_imported_too(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    folder = _csv_folder(tmp_path)
+    archive = tmp_path / "nordvik.zip"
+    with zipfile.ZipFile(archive, "w") as packed:
+        for path in sorted(folder.iterdir()):
+            packed.write(path, f"nordvik/{path.name}")
+    archive.rename(ws.inbox_projects / archive.name)
+    report = _run(ws)
+    assert [(r.kind, r.state) for r in report.results] == [("bundle", "done")]
+    project = load_ir_projections(ws.bundles_projects / "nordvik-school")
+    assert [o.imported_from for o in project.measure_options] == [
+        "kuttliste.csv, row 2",
+        "kuttliste.csv, row 3",
+    ]

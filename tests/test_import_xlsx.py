@@ -124,3 +124,25 @@ def test_a_two_row_merged_header_and_hidden_rows_are_read_and_said(tmp_path: Pat
     how = "\n".join(estimate.how)
     assert "Sheet 'Kalkyle': header on row 2 (merged cells A1:A2, B1:B2, F1:F2 read as one)" in how
     assert "row(s) 4-5 are hidden in the workbook; read like the others" in how
+
+
+def test_unknown_headers_get_a_template_keyed_by_the_sheets_header_row(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    from portfolio_optimiser.context.imports import MappingNeeded
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Kalkyle Nordvik"])
+    sheet.append([])
+    sheet.append(["Kontonr", "Navn", "Beløp inkl. mva"])
+    sheet.append(["21", "Grunn", 1000])
+    book.save(tmp_path / "ukjent.xlsx")
+    with pytest.raises(MappingNeeded) as needed:
+        read_estimate(tmp_path / "ukjent.xlsx")
+    template = needed.value.template
+    assert '"Kontonr" = "code"' in template and '"Beløp inkl. mva" = ""  # fill in' in template
+    mapping = {"Kontonr": "code", "Navn": "title", "Beløp inkl. mva": "amount"}
+    estimate = read_estimate(tmp_path / "ukjent.xlsx", mapping=mapping)
+    assert [(p.code, p.amount) for p in estimate.posts] == [("21", 1000)]

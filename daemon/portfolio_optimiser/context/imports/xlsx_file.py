@@ -233,8 +233,11 @@ def read_xlsx_estimate(
             continue
         header_at = header_row(sheet.rows, mapping)
         if header_at is None:
-            if not first_header and sheet.rows:
-                first_header = [str(c) for c in sheet.rows[0]]
+            # The template's keys: the row most like a header (most text cells) of any sheet.
+            for row in sheet.rows[:HEADER_ROWS]:
+                texts = [str(c).strip() for c in row if isinstance(c, str) and c.strip()]
+                if len(texts) > len(first_header):
+                    first_header = texts
             how.append(f"Sheet {sheet.name!r} skipped: no row names a code and an amount.")
             continue
         columns = columns_of([str(c) for c in sheet.rows[header_at]], mapping)

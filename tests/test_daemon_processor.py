@@ -729,9 +729,9 @@ def test_three_problems_in_three_files_are_all_named_by_check_bundle_and_the_qua
     shutil.copytree(SCHOOL, checked)
     files = break_three_files(checked)
     assert main(["check-bundle", str(checked)]) == 1
-    said = capsys.readouterr().err
-    assert "3 problems in checked" in said
-    assert all(f in said for f in files), said
+    out, err = capsys.readouterr()
+    assert "3 problems in checked" in err
+    assert all(f in out for f in files), out
 
     files = break_three_files(drop_bundle(workspace, "broken"))
     [result] = settle(processor, clock)

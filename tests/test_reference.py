@@ -12,11 +12,11 @@ from portfolio_optimiser.context.reference import (
     MEASURE_TYPE,
     ReferenceIndex,
     ReferenceRule,
-    normalise_unit,
     reference_candidates,
     reference_saving,
 )
 from portfolio_optimiser.context.validator import validate_candidate, validate_candidates
+from portfolio_optimiser.context.vocabulary import normalise_unit
 
 from .synthetic import generate
 

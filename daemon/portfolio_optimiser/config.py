@@ -81,6 +81,13 @@ class Reference(_Section):
         return ReferenceRule(**self.model_dump())
 
 
+class Bundles(_Section):
+    measure_types: tuple[str, ...] = ()
+    """Measure types of this organisation's own, allowed beside the documented list."""
+    units: tuple[str, ...] = ()
+    """Units of this organisation's own (an IT project's users), beside the vocabulary."""
+
+
 class Daemon(_Section):
     stability_seconds: float = 5.0
     rescan_seconds: float = 60.0
@@ -110,6 +117,7 @@ class Config(_Section):
     reasoning: Reasoning = Reasoning()
     context: Context = Context()
     reference: Reference = Reference()
+    bundles: Bundles = Bundles()
     daemon: Daemon = Daemon()
     scale: Scale = Scale()
     source: str = ""

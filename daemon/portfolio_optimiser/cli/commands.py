@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import Config, load_config
-from portfolio_optimiser.context.candidates import kuttliste_candidates
+from portfolio_optimiser.context.bundle_check import check_bundle as check_whole_bundle
 from portfolio_optimiser.context.conformance import check_conformance
-from portfolio_optimiser.context.decisions import Accepted
-from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.imports import estimate_in
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
-from portfolio_optimiser.context.validator import validate_candidates
 from portfolio_optimiser.context.verdict import parse_verdict
+from portfolio_optimiser.errors import UserError
 
 __all__ = ["check_bundle", "check_verdict", "demo", "resolve_config"]
 
@@ -75,52 +76,60 @@ def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | Non
     )
 
 
-def _check_one(bundle: Path, config: Config) -> int:
-    """Print what the foundation sees in one bundle; return how many problems need fixing."""
-    navigation = navigate_bundle(bundle)
-    project = load_ir_projections(bundle)
-    context = render_context(navigation, budget_chars=config.context.budget_chars)
-    counts = {kind: sum(1 for p in navigation.problems if p.kind is kind) for kind in ProblemKind}
-    say(f"{project.id}: {project.name}")
-    figures = [f"base estimate {nok(project.cost_total_nok)} NOK"]
-    if project.p50_nok is not None:
-        figures.append(f"P50 {nok(project.p50_nok)}")
-    if project.p85_nok is not None:
-        figures.append(f"P85 {nok(project.p85_nok)}")
-    say(f"  {len(project.cost_lines)} cost lines, {', '.join(figures)}")
-    say(
-        f"  navigation read {len(navigation.concepts)} concepts into {len(context)} characters of context; "
-        f"{counts[ProblemKind.BROKEN]} broken link(s) tolerated, {counts[ProblemKind.CYCLE]} cycle(s) ended, "
-        f"{counts[ProblemKind.ESCAPE]} escaping link(s) refused"
+def _check_one(bundle: Path, config: Config) -> list[str]:
+    """Print what the foundation sees in one bundle, every problem at once; return them."""
+    checked = check_whole_bundle(
+        bundle, extra_types=config.bundles.measure_types, units=config.bundles.units
     )
-    for option in project.measure_options:
-        if option.id_minted:
-            say(
-                f"    note: {option.source}: no id; it is {option.id!r}, minted from its path "
-                "(the same on every run; write id: to choose one)"
-            )
-    for problem in navigation.problems:
-        if problem.kind is ProblemKind.BROKEN:
-            say(f"    note: {problem}")
-        elif problem.kind is ProblemKind.ESCAPE:
-            say(f"    problem: {problem}")
-    issues = check_conformance(bundle)
-    for issue in issues:
-        say(f"    problem (OKF): {issue}")
-    candidates = kuttliste_candidates(project)
-    for candidate, decision in zip(
-        candidates, validate_candidates(candidates, project), strict=True
-    ):
-        outcome = (
-            "accepted"
-            if isinstance(decision, Accepted)
-            else f"rejected ({decision.rule}): {decision.reason}"
-        )
-        item = candidate.origin.removeprefix("measure-option:")
+    project = checked.project
+    problems = list(checked.problems)
+    if project is not None:
+        say(f"{project.id}: {project.name}")
+        figures = [f"base estimate {nok(project.cost_total_nok)} NOK"]
+        if project.p50_nok is not None:
+            figures.append(f"P50 {nok(project.p50_nok)}")
+        if project.p85_nok is not None:
+            figures.append(f"P85 {nok(project.p85_nok)}")
+        say(f"  {len(project.cost_lines)} cost lines, {', '.join(figures)}")
+    try:
+        navigation = navigate_bundle(bundle)
+    except BundleError as exc:
+        problems.append(str(exc))
+    else:
+        context = render_context(navigation, budget_chars=config.context.budget_chars)
+        counts = {k: sum(1 for p in navigation.problems if p.kind is k) for k in ProblemKind}
         say(
-            f"  {item:>6}  {nok(candidate.claimed_saving_nok):>13} NOK  {candidate.title[:48]:<48}  {outcome}"
+            f"  navigation read {len(navigation.concepts)} concepts into {len(context)} characters "
+            f"of context; {counts[ProblemKind.BROKEN]} broken link(s) tolerated, "
+            f"{counts[ProblemKind.CYCLE]} cycle(s) ended, {counts[ProblemKind.ESCAPE]} escaping "
+            "link(s) refused"
         )
-    return counts[ProblemKind.ESCAPE] + len(issues)
+        for link in navigation.problems:
+            if link.kind is ProblemKind.BROKEN:
+                say(f"    note: {link}")
+            elif link.kind is ProblemKind.ESCAPE:
+                problems.append(str(link))
+    if project is not None:
+        for option in project.measure_options:
+            if option.id_minted:
+                say(
+                    f"    note: {option.source}: no id; it is {option.id!r}, minted from its path "
+                    "(the same on every run; write id: to choose one)"
+                )
+    problems += [str(issue) for issue in check_conformance(bundle)]
+    for item, title, saving, said in checked.kuttliste:
+        say(f"  {item:>6}  {nok(saving):>13} NOK  {title[:48]:<48}  {said}")
+    # The IR, the navigation and the OKF check may each meet the same unreadable file: once.
+    seen: set[str] = set()
+    unique = []
+    for sentence in problems:
+        key = re.sub(r"[^a-z0-9]", "", sentence.lower())
+        if key not in seen:
+            seen.add(key)
+            unique.append(sentence)
+    for sentence in unique:
+        say(f"    problem: {sentence}")
+    return unique
 
 
 def check_bundle(args: argparse.Namespace) -> int:
@@ -130,6 +139,16 @@ def check_bundle(args: argparse.Namespace) -> int:
 
     config = resolve_config(args)
     bundle: Path = args.bundle
+    if not bundle.is_dir() and not (bundle.is_file() and is_archive(bundle)):
+        raise UserError(
+            f"{bundle}: is not a folder; a bundle is a folder with index.md at its root (or a "
+            ".zip or .tar.gz of one)"
+        )
+    if bundle.is_dir() and estimate_in(bundle) is not None:
+        raise UserError(
+            f"{bundle} holds an estimate file, not a bundle; import it first (portfolio-optimiser "
+            f"import FILE --into DIR) and check what it becomes"
+        )
     if bundle.is_file() and is_archive(bundle):
         # The inbox takes archives too: unpack it the way the daemon does, safely, and check that.
         with tempfile.TemporaryDirectory(prefix="check-bundle-") as scratch:
@@ -139,16 +158,17 @@ def check_bundle(args: argparse.Namespace) -> int:
             problems = _check_one(root, config)
     else:
         problems = _check_one(bundle, config)
-    if problems:
+    if len(problems) == 1:
+        print(strip_control(f"portfolio-optimiser: {problems[0]}"), file=sys.stderr)
+    elif problems:
         print(
             strip_control(
-                f"portfolio-optimiser: {args.bundle}: {problems} problem(s) to fix before dropping "
-                "it into inbox/projects/ (listed above)"
+                f"portfolio-optimiser: {len(problems)} problems in {bundle.name}; fix them all "
+                "before dropping it into inbox/projects/ (listed above)"
             ),
             file=sys.stderr,
         )
-        return 1
-    return 0
+    return 1 if problems else 0
 
 
 def demo(args: argparse.Namespace) -> int:

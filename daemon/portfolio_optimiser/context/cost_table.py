@@ -100,16 +100,21 @@ def _value(field: str, text: str) -> tuple[Any, str | None]:
     return text, None
 
 
-def cost_table_lines(concept: Concept) -> tuple[list[CostLine], list[str]]:
-    """The cost lines of a ``type: cost-lines`` concept, and a sentence for every problem."""
+def cost_table_lines(concept: Concept) -> tuple[list[CostLine], list[str], set[str]]:
+    """The cost lines of a ``type: cost-lines`` concept, a sentence for every problem, and every
+    code a row names (sound or not)."""
     rel = concept.rel
     defaults = {k: v for k, v in concept.frontmatter.items() if k in TABLE_FIELDS}
     rows = list(_table(concept.body))
     if not rows:
-        return [], [
-            f"{rel}: a cost-lines concept has no table; write a header row such as "
-            "'| code | title | amount_nok |', a row of '---', then one row per line"
-        ]
+        return (
+            [],
+            [
+                f"{rel}: a cost-lines concept has no table; write a header row such as "
+                "'| code | title | amount_nok |', a row of '---', then one row per line"
+            ],
+            set(),
+        )
     (header_at, header), body = rows[0], rows[1:]
     problems = [
         f"{rel} line {concept.body_line + header_at} column {name!r}: is not a cost-line field; "
@@ -118,8 +123,9 @@ def cost_table_lines(concept: Concept) -> tuple[list[CostLine], list[str]]:
         if name not in TABLE_FIELDS
     ]
     if problems:
-        return [], problems
+        return [], problems, set()
     lines: list[CostLine] = []
+    named: set[str] = set()
     for at, cells in body:
         where = f"{rel} line {concept.body_line + at}"
         if len(cells) != len(header):
@@ -128,11 +134,13 @@ def cost_table_lines(concept: Concept) -> tuple[list[CostLine], list[str]]:
                 "cell is written '\\|'"
             )
             continue
-        line, found = _line(rel, where, dict(zip(header, cells, strict=True)), defaults)
+        row = dict(zip(header, cells, strict=True))
+        named.add(row.get("code", ""))
+        line, found = _line(rel, where, row, defaults)
         problems += found
         if line is not None:
             lines.append(line)
-    return lines, problems
+    return lines, problems, named - {""}
 
 
 def _line(

@@ -18,6 +18,7 @@ import math
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +30,7 @@ from .frontmatter import Concept, read_concept
 from .models import CostLine, MeasureOption, Project
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
 
-__all__ = ["bundle_files", "load_ir_projections", "minted_id"]
+__all__ = ["IRRead", "bundle_files", "load_ir_projections", "minted_id", "read_ir"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -93,6 +94,31 @@ def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Proje
     ``known_types`` are measure types used elsewhere (the wiki's), offered with the bundle's own
     when a measure option names none.
     """
+    read = read_ir(root, known_types=known_types)
+    if read.problems or read.project is None:
+        _raise_all(read.problems, read.unreadable, root.name)
+    assert read.project is not None
+    return read.project
+
+
+@dataclass(frozen=True)
+class IRRead:
+    """What a bundle's files gave, problems or not: ``check-bundle`` goes on checking the lines
+    and options that were sound when the project as a whole is refused."""
+
+    project: Project | None
+    lines: tuple[CostLine, ...]
+    options: tuple[MeasureOption, ...]
+    problems: list[tuple[str, str]]
+    """(file, sentence), each problem once."""
+    unreadable: set[str]
+    named_codes: frozenset[str] = frozenset()
+    """Every code a cost line names, sound or not: a measure on a broken line is no orphan."""
+
+
+def read_ir(root: Path, *, known_types: Iterable[str] = ()) -> IRRead:
+    """Every concept of the bundle read, every problem kept (``BundleError`` only for a bundle
+    that cannot be walked at all: too many files, a symlink out of it)."""
     headers: list[Concept] = []
     lines: list[CostLine] = []
     options: list[MeasureOption] = []
@@ -100,6 +126,7 @@ def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Proje
     unreadable: set[str] = set()
     """The problems that are frontmatter errors (a lone one keeps its own kind of error)."""
     untyped: list[str] = []
+    named: set[str] = set()
     types: set[str] = set()
     files = bundle_files(root)
     for path, rel in files:
@@ -120,9 +147,11 @@ def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Proje
         if kind == "project":
             headers.append(concept)
         elif kind == "cost-line":
+            named.add(str(concept.frontmatter.get("code", "")))
             lines.extend(_build(CostLine, concept, _COST_LINE_KEYS, problems))
         elif kind == "cost-lines":
-            table, found = cost_table_lines(concept)
+            table, found, codes = cost_table_lines(concept)
+            named |= codes
             lines.extend(table)
             problems += [(rel, sentence) for sentence in found]
         elif kind == "measure-option":
@@ -180,10 +209,9 @@ def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Proje
             # Only over sound cost lines: a total that is off because a line failed is no news.
             project = built[0]
             problems += [(concept.rel, p) for p in _header_figures(project, concept.rel)]
-    if problems or project is None:
-        _raise_all(problems, unreadable, root.name)
-    assert project is not None
-    return project
+    return IRRead(
+        project, tuple(lines), tuple(options), problems, unreadable, frozenset(named - {""})
+    )
 
 
 def _raise_all(problems: list[tuple[str, str]], unreadable: set[str], bundle: str) -> None:

@@ -31,6 +31,7 @@ from typing import Final
 
 from .models import REFERENCE_PRICE, Candidate, CostLine, Project
 from .price_fit import LineReference, PriceFit, ProjectReferences, weighted_price
+from .vocabulary import normalise_unit
 
 __all__ = [
     "MEASURE_TYPE",
@@ -40,7 +41,6 @@ __all__ = [
     "ReferenceIndex",
     "ReferenceRule",
     "check_reference",
-    "normalise_unit",
     "reference_candidates",
     "reference_link",
     "reference_saving",
@@ -50,26 +50,6 @@ __all__ = [
 
 MEASURE_TYPE: Final = REFERENCE_PRICE
 LINK_PREFIX: Final = "reference:"
-_UNITS: Final = {
-    "m2": ("m2", "m²", "m^2", "kvm", "sqm", "kvadratmeter"),
-    "m3": ("m3", "m³", "m^3", "kbm", "kubikkmeter"),
-    "m": ("m", "lm", "meter", "løpemeter", "lopemeter"),
-    "stk": ("stk", "pcs", "pc", "ea", "each", "styk", "stykk"),
-    "kg": ("kg",),
-    "tonn": ("t", "tonn", "tonne", "tonnes"),
-    "rs": ("rs", "lump sum", "sum"),
-}
-_ALIASES: Final = {alias: unit for unit, aliases in _UNITS.items() for alias in aliases}
-
-
-def normalise_unit(unit: str | None) -> str | None:
-    """One spelling per unit: lower case, spaces and dots dropped, known aliases folded."""
-    if unit is None:
-        return None
-    plain = " ".join(unit.strip().lower().replace(".", "").split())
-    if not plain:
-        return None
-    return _ALIASES.get(plain, _ALIASES.get(plain.replace(" ", ""), plain))
 
 
 @dataclass(frozen=True)

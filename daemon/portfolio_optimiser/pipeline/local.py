@@ -18,10 +18,10 @@ from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.reference import MEASURE_TYPE as REFERENCE_PRICE
 from portfolio_optimiser.context.reference import (
     ProjectReferences,
-    normalise_unit,
     reference_candidates,
     two_figures_down,
 )
+from portfolio_optimiser.context.vocabulary import normalise_unit
 
 __all__ = ["learned_candidates", "local_candidates", "local_review"]
 

@@ -1,0 +1,145 @@
+"""What ``check-bundle`` promises: every problem of a bundle in one pass, on every line.
+
+The IR refuses a bundle at its first unsound file type by type; this goes on with what was
+sound. Each cost line's amount is its quantity × unit price within rounding, whether or not a
+measure touches it; each unit is of the vocabulary; a measure's unit is its lines'; each
+measure type is of the documented list (or the config's own); each code a measure names is a
+line. The kuttliste is then validated as a run would validate it, and a rejection is a problem
+too. Pure over the bundle's files; the CLI prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from .candidates import kuttliste_candidates
+from .decisions import Accepted
+from .ir import read_ir
+from .models import CostLine, MeasureOption, Project
+from .validator import ARITHMETIC_TOLERANCE_NOK, validate_candidates
+from .vocabulary import (
+    MEASURE_TYPES,
+    known_measure_type,
+    known_unit,
+    normalise_unit,
+    unit_vocabulary,
+)
+
+__all__ = ["BundleCheck", "check_bundle"]
+
+
+@dataclass(frozen=True)
+class BundleCheck:
+    project: Project | None
+    """The project, when the IR as a whole could be read."""
+    problems: tuple[str, ...]
+    """Every problem, each one sentence with its file and field, sorted by file."""
+    kuttliste: tuple[tuple[str, str, float, str], ...] = ()
+    """(item, title, claimed saving, what the validator said) for each kuttliste item."""
+
+
+def _dec(value: float) -> Decimal:
+    return Decimal(str(value))
+
+
+def _where(line: CostLine) -> str:
+    return f"{line.source} (code {line.code})" if line.source else f"code {line.code}"
+
+
+def _line_problems(line: CostLine, units: tuple[str, ...]) -> list[tuple[str, str]]:
+    found = []
+    if line.quantity is not None and line.unit_price_nok is not None:
+        product = _dec(line.quantity) * _dec(line.unit_price_nok)
+        slack = ARITHMETIC_TOLERANCE_NOK + abs(_dec(line.quantity)) * Decimal("0.005")
+        if abs(product - _dec(line.amount_nok)) > slack:
+            found.append(
+                f"{_where(line)} field amount_nok: {line.amount_nok} but quantity × unit price "
+                f"is {line.quantity} × {line.unit_price_nok} = {product.normalize():f}; correct "
+                "the amount, the quantity or the unit price"
+            )
+    if line.quantity is not None and not line.unit:
+        found.append(f"{_where(line)} field unit: a quantity without a unit; write it (m2, stk…)")
+    if line.unit and not known_unit(line.unit, units):
+        found.append(
+            f"{_where(line)} field unit: {line.unit!r} is not a unit of the vocabulary; write "
+            f"one of {unit_vocabulary()}, or add yours to the config's [bundles] units"
+        )
+    return [(line.source, sentence) for sentence in found]
+
+
+def _option_problems(
+    option: MeasureOption,
+    lines: dict[str, CostLine],
+    named: frozenset[str],
+    extra_types: tuple[str, ...],
+    units: tuple[str, ...],
+) -> list[tuple[str, str]]:
+    where = option.source or option.id
+    found = []
+    if not known_measure_type(option.measure_type, extra_types):
+        found.append(
+            f"{where} field measure_type: {option.measure_type!r} is not a measure type; write "
+            f"one of {', '.join(k for k in MEASURE_TYPES if k != 'reference_price')}, or add "
+            "yours to the config's [bundles] measure_types"
+        )
+    missing = [code for code in option.affected_codes if code not in named]
+    if missing:
+        found.append(
+            f"{where} field affected_codes: {', '.join(missing)} is no cost line of the bundle; "
+            "write the code of a line it changes"
+        )
+    if option.unit and option.quantity is not None:
+        own = normalise_unit(option.unit)
+        for code in option.affected_codes:
+            line = lines.get(code)
+            if line is not None and line.unit and normalise_unit(line.unit) != own:
+                found.append(
+                    f"{where} field unit: {option.unit!r}, but line {code} is measured in "
+                    f"{line.unit!r}; a measure's quantity is of its line's unit"
+                )
+    if option.unit and not known_unit(option.unit, units):
+        found.append(
+            f"{where} field unit: {option.unit!r} is not a unit of the vocabulary; write one of "
+            f"{unit_vocabulary()}, or add yours to the config's [bundles] units"
+        )
+    return [(option.source, sentence) for sentence in found]
+
+
+def check_bundle(
+    root: Path, *, extra_types: Sequence[str] = (), units: Sequence[str] = ()
+) -> BundleCheck:
+    """Every problem of the bundle at ``root``; raises ``BundleError`` only for a bundle that
+    cannot be walked at all."""
+    read = read_ir(root)
+    problems = list(read.problems)
+    lines = {line.code: line for line in read.lines}
+    for line in read.lines:
+        problems += _line_problems(line, tuple(units))
+    flagged: set[str] = set()
+    for option in read.options:
+        found = _option_problems(option, lines, read.named_codes, tuple(extra_types), tuple(units))
+        flagged |= {option.id} if found else set()
+        problems += found
+    kuttliste: list[tuple[str, str, float, str]] = []
+    if read.project is not None:
+        candidates = kuttliste_candidates(read.project)
+        for candidate, decision in zip(
+            candidates, validate_candidates(candidates, read.project), strict=True
+        ):
+            item = candidate.origin.removeprefix("measure-option:")
+            if isinstance(decision, Accepted):
+                said = "accepted"
+            else:
+                said = f"rejected ({decision.rule}): {decision.reason}"
+                option = next(o for o in read.project.measure_options if o.id == item)
+                if item not in flagged:  # already named above, by what is wrong in the file
+                    problems.append(
+                        (option.source, f"{option.source or item}: the validator would reject "
+                         f"it: {decision.reason}")
+                    )  # fmt: skip
+            kuttliste.append((item, candidate.title, candidate.claimed_saving_nok, said))
+    ordered = tuple(dict.fromkeys(s for _f, s in sorted(problems, key=lambda p: p[0])))
+    return BundleCheck(read.project, ordered, tuple(kuttliste))

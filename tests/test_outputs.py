@@ -214,7 +214,7 @@ def test_untrusted_text_cannot_break_the_table_or_inject_html(tmp_path: Path) ->
     report = (write(res, tmp_path / "ws") / "report.md").read_text("utf-8")
     row = next(line for line in report.splitlines() if line.startswith("| `c-"))
     assert "<script>" not in report
-    assert row.replace("\\|", "").count("|") == 8  # seven cells, the title's pipes escaped
+    assert row.replace("\\|", "").count("|") == 9  # eight cells, the title's pipes escaped
 
 
 @pytest.mark.loadbearing

@@ -33,6 +33,7 @@ def candidate_from_option(project: Project, option: MeasureOption) -> Candidate:
         unit=option.unit,
         unit_price_nok=option.unit_price_nok,
         origin=f"measure-option:{option.id}",
+        decide_by=option.latest_decision_point,
     )
 
 

@@ -209,6 +209,8 @@ class Candidate(_IR):
     unit_price_nok: Money | None = None
     origin: str = ""
     """Where it came from: ``measure-option:k-01``, ``proposer``, ``verdict:<id>``."""
+    decide_by: str | None = None
+    """The latest decision point its measure names (a date or a phase), for the report."""
     grade: Literal["likely", "possible"] | None = None
     """How sure a computed candidate is (a reference price's grade); None for a written one."""
 

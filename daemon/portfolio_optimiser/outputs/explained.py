@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._markdown import format_nok, md
+from .worksheet import norwegian_figures
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import RunResult
@@ -106,9 +107,15 @@ def learned_section(result: RunResult, red: Redactor) -> list[str]:
     lines = "\n".join(ln for ln in text.splitlines() if not ln.startswith("#")).strip().splitlines()
     return [
         *heading,
-        "The proposer's prompt carried this block (it is what models are told of expert verdicts):",
+        (
+            "No model was asked in this run; had one been, its prompt would have carried this "
+            "block (it is what models are told of expert verdicts):"
+            if result.ran_locally or result.proposer is None
+            else "The proposer's prompt carried this block (it is what models are told of "
+            "expert verdicts):"
+        ),
         "",
-        *(f"> {md(line)}" if line.strip() else ">" for line in lines),
+        *(f"> {md(norwegian_figures(line))}" if line.strip() else ">" for line in lines),
         "",
     ]
 

@@ -29,6 +29,7 @@ from .explained import (
     references_section,
     sources_section,
 )
+from .worksheet import code_label, decided_text, decision_cell, worksheet_section
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
@@ -175,11 +176,11 @@ def _summary(result: RunResult, red: Redactor) -> str:
 
 
 def _table(result: RunResult, red: Redactor) -> list[str]:
-    if not result.candidates:
+    if not result.candidates and not result.declined:
         return ["No candidates were proposed in this run."]
     lines = [
-        "| id | title | from | codes | claimed saving (NOK) | validator | checker |",
-        "|---|---|---|---|---:|---|---|",
+        "| id | title | from | codes | claimed saving (NOK) | validator | checker | verdict |",
+        "|---|---|---|---|---:|---|---|---|",
     ]
     for run in result.candidates:
         cand = run.candidate
@@ -187,11 +188,22 @@ def _table(result: RunResult, red: Redactor) -> list[str]:
         title = _md(red.text(cand.title, where)) or "(untitled)"
         if run.precedent:
             title += " ⚠ rejected before"
-        codes = ", ".join(_md(red.text(code, where)) for code in cand.affected_codes)
+        codes = ", ".join(_md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
         origin = _md(red.text(_origin(cand.origin), where))
         lines.append(
             f"| `{cand.id}` | {title} | {origin} | {codes} | {format_nok(cand.claimed_saving_nok)} | "
-            f"{_validator_cell(run, red)} | {_checker_cell(run, red)} |"
+            f"{_validator_cell(run, red)} | {_checker_cell(run, red)} | "
+            f"{decision_cell(run, result, red)} |"
+        )
+    for cand in result.declined:  # rejected by an expert: kept in the table, not checked again
+        where = f"candidate {cand.id}"
+        decided = result.decided.get(cand.id)
+        codes = ", ".join(_md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
+        lines.append(
+            f"| `{cand.id}` | {_md(red.text(cand.title, where)) or '(untitled)'} | "
+            f"{_md(red.text(_origin(cand.origin), where))} | {codes} | "
+            f"{format_nok(cand.claimed_saving_nok)} | not checked again | not run | "
+            f"{decided_text(cand, decided, red) if decided is not None else 'rejected'} |"
         )
     return lines
 
@@ -244,7 +256,7 @@ def _bar_length(value: Decimal, top: Decimal, full: int) -> int:
     return max(1, int((value / top * full).to_integral_value(rounding=ROUND_HALF_EVEN)))
 
 
-def _next_steps(result: RunResult, templates: Sequence[str]) -> list[str]:
+def _next_steps(result: RunResult, templates: Sequence[str], red: Redactor) -> list[str]:
     lines = ["## What to do next", ""]
     rejected = [r for r in result.candidates if r.validator.outcome == "rejected"]
     if rejected:
@@ -255,12 +267,25 @@ def _next_steps(result: RunResult, templates: Sequence[str]) -> list[str]:
             "failed.",
             "",
         ]
+    decided = [r for r in result.candidates if r.candidate.id in result.decided]
+    if decided:
+        lines += [
+            "Already decided, so not asked for again:",
+            "",
+            *(f"- `{r.candidate.id}`: {decision_cell(r, result, red)}" for r in decided),
+            "",
+        ]
     if not templates:
-        lines.append("No candidate was accepted by the validator, so there is nothing to review.")
+        lines.append(
+            "Nothing awaits a verdict: every candidate the validator accepted is decided already."
+            if decided
+            else "No candidate was accepted by the validator, so there is nothing to review."
+        )
         return lines
     blocked = [r.candidate.id for r in result.candidates if r.checker.outcome == "rejected"]
     lines += [
-        "Each candidate the validator accepted has a verdict template in `verdicts/`:",
+        "Each candidate the validator accepted and no expert has decided has a verdict template "
+        "in `verdicts/`:",
         "",
         *[f"- `verdicts/{name}`" for name in templates],
         "",
@@ -313,6 +338,7 @@ def render_report(
         "",
         *_table(result, red),
         "",
+        *worksheet_section(result, red),
         *_heard(result, red),
         *precedents_section(result, red),
         *changes_section(result, red),
@@ -336,7 +362,7 @@ def render_report(
             "",
         ]
     # Fixed text and minted ids only (the ids match ^c-[0-9a-f]{16}$), so nothing to scrub.
-    steps = _next_steps(result, templates)
+    steps = _next_steps(result, templates, red)
     footer = [
         "",
         "---",

@@ -48,6 +48,28 @@ class CandidateRun(BaseModel):
         return self.validator.outcome == "rejected" or self.checker.outcome == "rejected"
 
 
+class LineFacts(BaseModel):
+    """A cost line a candidate touches, as the report shows it beside the saving."""
+
+    model_config = ConfigDict(frozen=True)
+    title: str
+    amount_nok: float | int
+    quantity: float | int | None = None
+    unit: str | None = None
+    unit_price_nok: float | int | None = None
+
+
+class Decided(BaseModel):
+    """An expert's standing verdict on a candidate: it is shown, never asked for again."""
+
+    model_config = ConfigDict(frozen=True)
+    decision: str
+    reviewer: str
+    decided_at: str | None = None
+    adjusted_saving_nok: float | int | None = None
+    rationale: str = ""
+
+
 class RunResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -76,6 +98,13 @@ class RunResult(BaseModel):
     """The block of what experts taught that the hypothesis prompt carried ("" when nothing)."""
     changes: tuple[LineChange, ...] | None = None
     """What this version changed against the project's last ingested one; None for a first."""
+    lines: dict[str, LineFacts] = Field(default_factory=dict)
+    """The cost lines the candidates touch, by code."""
+    base_estimate_nok: float | int | None = None
+    decided: dict[str, Decided] = Field(default_factory=dict)
+    """The candidates experts have already decided, by id: no template, no second request."""
+    declined: tuple[Candidate, ...] = ()
+    """Candidates an expert rejected, not checked again: the report keeps them, marked."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each line a candidate touches stands in the planner's own file, for an imported
     estimate: code → ``kalkyle.xlsx, sheet 'Bygg', row 14``."""

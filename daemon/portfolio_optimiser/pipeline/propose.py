@@ -62,6 +62,8 @@ def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictSto
         )
     verdict = verdicts.get(candidate.id)
     if verdict is not None and not verdict.approves:
+        if all(c.id != candidate.id for c in run.declined):
+            run.declined.append(candidate)
         return f"{candidate.id} was not proposed again: an expert rejected it ({verdict.reviewer})"
     if candidate.origin.startswith(("verdict:", "model:")):
         precedent = run.teaching.of(candidate)

@@ -11,13 +11,13 @@ consultations and a conclusion. It never writes outputs (the daemon does) and ne
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from portfolio_optimiser.context.candidates import sources_of
 from portfolio_optimiser.context.changes import line_changes
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.reference import ProjectReferences, references_of
 from portfolio_optimiser.context.render import render_context
@@ -27,7 +27,7 @@ from portfolio_optimiser.pipeline.precedent import precedents
 from portfolio_optimiser.reasoning.store import Refusal
 
 from .budget import Budget, BudgetExceeded, BudgetMiddleware, PortfolioMeter, TokenMeter
-from .outcome import RunResult, StopReason
+from .outcome import Decided, LineFacts, RunResult, StopReason
 from .prompts import hypothesis_prompt
 from .propose import propose_locally, propose_with_model
 from .review import review
@@ -146,7 +146,11 @@ async def run_project(
             if previous is not None and previous.id == project.id
             else None
         ),
-        sources=sources_of(project, (c.candidate for c in run.outcomes)),
+        sources=sources_of(project, [c.candidate for c in run.outcomes] + run.declined),
+        lines=_lines(project, [c.candidate for c in run.outcomes] + run.declined),
+        base_estimate_nok=project.cost_total_nok,
+        decided=_decided(verdicts, [c.candidate for c in run.outcomes] + run.declined),
+        declined=tuple(run.declined),
         references={
             c.candidate.id: ref
             for c in run.outcomes
@@ -162,3 +166,35 @@ async def run_project(
         models=tuple(dict.fromkeys(run.models)),
         notes=tuple(run.notes),
     )
+
+
+def _lines(project: Project, candidates: Sequence[Candidate]) -> dict[str, LineFacts]:
+    found = {}
+    for candidate in candidates:
+        for code in candidate.affected_codes:
+            line = project.line(code)
+            if line is not None:
+                found[code] = LineFacts(
+                    title=line.title,
+                    amount_nok=line.amount_nok,
+                    quantity=line.quantity,
+                    unit=line.unit,
+                    unit_price_nok=line.unit_price_nok,
+                )
+    return found
+
+
+def _decided(verdicts: VerdictStore, candidates: Sequence[Candidate]) -> dict[str, Decided]:
+    """The candidates of this run an expert has decided (in an earlier run or version)."""
+    found = {}
+    for candidate in candidates:
+        verdict = verdicts.get(candidate.id)
+        if verdict is not None:
+            found[candidate.id] = Decided(
+                decision=str(verdict.decision),
+                reviewer=verdict.reviewer,
+                decided_at=verdict.decided_at,
+                adjusted_saving_nok=verdict.adjusted_saving_nok,
+                rationale=verdict.rationale,
+            )
+    return found

@@ -146,6 +146,8 @@ class RunState:
     client_factory: ClientFactory
     outcomes: list[CandidateRun] = field(default_factory=list)
     accepted: list[Candidate] = field(default_factory=list)
+    declined: list[Candidate] = field(default_factory=list)
+    """Candidates an expert rejected: not checked again, but shown in the report as rejected."""
     prompts: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

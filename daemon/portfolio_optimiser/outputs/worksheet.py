@@ -1,0 +1,186 @@
+"""The report as the cost expert's worksheet: each candidate with its line, its working, its
+consequence and decision point, and what has been decided on it already.
+
+Decides what an expert reads per candidate, so a verdict can be written from the report alone:
+the codes with their names, each line's amount as quantity × unit price, the saving and its
+share of the lines and of the base estimate, the validator's arithmetic in words, the checker's
+word, the consequence, the latest decision point, and the standing verdict (who, when, what) of
+a candidate decided in an earlier run or version, which is never asked for again. Figures are
+Norwegian (``1 400 000``, ``2,7 %``). Text only; every string through the run's redactor.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import TYPE_CHECKING, Final
+
+from portfolio_optimiser.context.ns3451 import ns3451_name
+
+from ._markdown import format_nok, md
+
+if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
+    from portfolio_optimiser.context.models import Candidate
+    from portfolio_optimiser.pipeline.outcome import CandidateRun, Decided, RunResult
+
+    from .report import Redactor
+
+__all__ = [
+    "code_label",
+    "decided_text",
+    "decision_cell",
+    "norwegian_figures",
+    "worksheet_section",
+]
+
+_FIGURE: Final = re.compile(r"(?<![\w.,])(\d{4,}(?:\.\d+)?|\d+\.\d+)(?![\w.])")
+_APPROVING: Final = frozenset({"approved", "approved_with_adjustment"})
+
+
+def norwegian_figures(text: str) -> str:
+    """Figures of four digits or more, or with decimals, in a sentence the validator wrote, as a
+    Norwegian reads them (``29610000`` → ``29 610 000``, ``0.25`` → ``0,25``). Codes (``02.3``)
+    and years keep their spelling: a code has no more than one digit before its point, a year is
+    followed by no ``NOK``... so only figures beside ``NOK``, ``×`` or ``=`` are touched."""
+
+    def one(match: re.Match[str]) -> str:
+        around = text[max(0, match.start() - 4) : match.end() + 4]
+        if not any(mark in around for mark in ("NOK", "×", "=")):
+            return match.group(0)
+        return format_nok(Decimal(match.group(1)))
+
+    return _FIGURE.sub(one, text)
+
+
+def _percent(part: Decimal, whole: Decimal) -> str:
+    if whole <= 0:
+        return "–"
+    share = part / whole * 100
+    digits = 1 if share >= 1 else 2
+    return f"{share:.{digits}f} %".replace(".", ",")
+
+
+def code_label(code: str, result: RunResult) -> str:
+    """``02.3 Yttervegger``: the line's own title, else its NS 3451 part's name."""
+    line = result.lines.get(code)
+    name = (line.title if line is not None and line.title != code else "") or ns3451_name(code)
+    return f"{code} {name}" if name else code
+
+
+def _when(decided: Decided) -> str:
+    return f" on {md(decided.decided_at[:10])}" if decided.decided_at else ""
+
+
+def decided_text(candidate: Candidate, decided: Decided, red: Redactor) -> str:
+    """``approved by KE on 2026-12-01, at 900 000 NOK ⚠ above the claim`` (markdown-safe)."""
+    verb = "approved" if decided.decision in _APPROVING else md(decided.decision)
+    who = md(red.text(decided.reviewer, f"the reviewer of {candidate.id}"))
+    text = f"{verb} by {who}{_when(decided)}"
+    if decided.adjusted_saving_nok is not None:
+        text += f", at {format_nok(decided.adjusted_saving_nok)} NOK"
+        if Decimal(str(decided.adjusted_saving_nok)) > Decimal(str(candidate.claimed_saving_nok)):
+            text += " ⚠ above the claim"
+    return text
+
+
+def decision_cell(run: CandidateRun, result: RunResult, red: Redactor) -> str:
+    """Where the candidate stands with the experts, in a few words (markdown-safe)."""
+    decided = result.decided.get(run.candidate.id)
+    if decided is not None:
+        return decided_text(run.candidate, decided, red)
+    if run.validator.outcome != "accepted":
+        return "no verdict asked: its numbers did not hold"
+    return "awaiting a verdict"
+
+
+def _line_text(code: str, result: RunResult, red: Redactor) -> str:
+    line = result.lines.get(code)
+    label = md(red.text(code_label(code, result), "a cost line"))
+    if line is None:
+        return f"{label}: no such line in the bundle"
+    amount = f"{format_nok(line.amount_nok)} NOK"
+    if line.quantity is not None and line.unit_price_nok is not None:
+        unit = md(red.text(line.unit or "", "a unit"))
+        amount = (
+            f"{format_nok(line.quantity)} {unit} × {format_nok(line.unit_price_nok)} NOK/{unit} "
+            f"= {amount}"
+        )
+    return f"{label}: {amount}"
+
+
+def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
+    cand = run.candidate
+    where = f"candidate {cand.id}"
+    saving = Decimal(str(cand.claimed_saving_nok))
+    lines_cost = sum(
+        (
+            Decimal(str(result.lines[c].amount_nok))
+            for c in cand.affected_codes
+            if c in result.lines
+        ),
+        Decimal(0),
+    )
+    out = [f"### `{cand.id}` {md(red.text(cand.title, where)) or '(untitled)'}", ""]
+    out += [f"- Line: {_line_text(code, result, red)}" for code in cand.affected_codes]
+    working = f"{format_nok(saving)} NOK"
+    if cand.quantity is not None and cand.unit_price_nok is not None:
+        unit = md(red.text(cand.unit or "", where))
+        working = (
+            f"{format_nok(cand.quantity)} {unit} × {format_nok(cand.unit_price_nok)} NOK/{unit} "
+            f"= {working}"
+        )
+    shares = (
+        f"{_percent(saving, lines_cost)} of the line{'s' if len(cand.affected_codes) > 1 else ''}"
+    )
+    if result.base_estimate_nok:
+        shares += (
+            f", {_percent(saving, Decimal(str(result.base_estimate_nok)))} of the base estimate "
+            f"({format_nok(result.base_estimate_nok)} NOK)"
+        )
+    out.append(f"- Saving: {working}; {shares}")
+    if run.validator.outcome == "accepted":
+        said = "; ".join(
+            norwegian_figures(red.text(check.detail, where))
+            for check in run.validator.receipt.checks
+            if check.rule.value in {"saving_within_cost", "arithmetic", "no_double_counting"}
+        )
+        out.append(f"- Validator: accepted ({md(said)})")
+    else:
+        reason = norwegian_figures(red.text(run.validator.reason, where))
+        out.append(f"- Validator: **rejected** (`{run.validator.rule.value}`): {md(reason)}")
+    if run.checker.outcome != "not_run":
+        reason = md(red.text(run.checker.reason or "", where))
+        out.append(f"- Checker: {run.checker.outcome}" + (f": {reason}" if reason else ""))
+    if cand.rationale:
+        out.append(f"- Consequence: {md(red.text(cand.rationale, where))}")
+    if cand.decide_by:
+        out.append(f"- Decide by: {md(red.text(cand.decide_by, where))}")
+    decided = result.decided.get(cand.id)
+    status = decision_cell(run, result, red)
+    if decided is not None and decided.rationale:
+        status += f" — “{md(red.text(decided.rationale, where))}”"
+    out += [f"- Verdict: {status}", ""]
+    return out
+
+
+def worksheet_section(result: RunResult, red: Redactor) -> list[str]:
+    """Each candidate on its own, as an expert works through them: rejected ones too, marked."""
+    if not result.candidates and not result.declined:
+        return []
+    out = ["## The candidates, one by one", ""]
+    for run in result.candidates:
+        out += _one(run, result, red)
+    for cand in result.declined:
+        decided = result.decided.get(cand.id)
+        where = f"candidate {cand.id}"
+        out += [
+            f"### `{cand.id}` {md(red.text(cand.title, where)) or '(untitled)'} (rejected)",
+            "",
+            *(f"- Line: {_line_text(code, result, red)}" for code in cand.affected_codes),
+            f"- Saving claimed: {format_nok(cand.claimed_saving_nok)} NOK; not checked again",
+        ]
+        if decided is not None:
+            said = f" — “{md(red.text(decided.rationale, where))}”" if decided.rationale else ""
+            out.append(f"- Verdict: {decided_text(cand, decided, red)}{said}")
+        out.append("")
+    return out

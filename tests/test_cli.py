@@ -328,3 +328,69 @@ def test_an_internal_error_is_one_line_naming_where_its_scrubbed_traceback_is(
     text = kept.read_text("utf-8")
     assert "Traceback (most recent call last)" in text and "def broken" not in line
     assert "in broken" in text and key not in text
+
+
+# --- commands that run where the user is (issue 23, item 3) ----------------------------------
+
+
+def test_every_subcommand_and_every_option_has_help() -> None:
+    import argparse
+
+    from portfolio_optimiser.cli import build_parser
+
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for name, command in sub.choices.items():
+        assert command.description, name
+        for action in command._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{name} {action.dest}"
+
+
+def test_an_unknown_capability_is_refused_with_the_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["plan", "--materiality", "high", "--capabilities", "costreview"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "costreview is not a capability; give one or more of propose, cost_review" in err
+
+
+def test_a_workspace_that_is_the_source_folder_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["--workspace", str(REPO), "status"])
+    assert "warning: the workspace is the source folder" in capsys.readouterr().err
+    main(["--workspace", str(tmp_path), "status"])
+    assert "source folder" not in capsys.readouterr().err
+
+
+def test_a_printed_hint_runs_where_the_user_is() -> None:
+    from portfolio_optimiser.invocation import command, source_checkout
+
+    checkout = source_checkout()
+    assert checkout == REPO
+    under_uv = command("run", "--workspace", "/w s", environ={"UV_RUN_RECURSION_DEPTH": "1"})
+    assert under_uv == f"uv run --project {REPO} portfolio-optimiser run --workspace '/w s'"
+    assert command("run", environ={}) == "portfolio-optimiser run"
+
+
+def test_check_verdict_outside_a_workspace_says_the_id_was_not_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    verdict = tmp_path / "v.json"
+    verdict.write_text(
+        json.dumps(
+            {
+                "id": "c-0123456789abcdef",
+                "decision": "approved",
+                "rationale": "Fine.",
+                "reviewer": "KE",
+            }
+        ),
+        "utf-8",
+    )
+    assert main(["--workspace", str(tmp_path), "check-verdict", str(verdict)]) == 0
+    out = capsys.readouterr().out
+    assert "a valid verdict" in out and "was not checked" in out

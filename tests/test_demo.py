@@ -11,6 +11,7 @@ import pytest
 
 from portfolio_optimiser.cli import main
 from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.invocation import command
 
 from .conftest import EXAMPLES, REPO
 from .daemon_helpers import config_with_local_server
@@ -85,7 +86,7 @@ def test_the_demo_ends_with_the_file_to_open_and_the_next_command(
     ws, _code, out = demo_run
     opened = out[-2].removeprefix("Open first: ")
     assert opened.endswith("report.md") and Path(opened).is_file()
-    assert out[-1] == f"Next: portfolio-optimiser run --workspace {ws}"
+    assert out[-1] == f"Next: {command('run', '--workspace', str(ws))}"
     assert "The runs were local: no model is configured" in "\n".join(out)
     assert "\x1b" not in "\n".join(out)
 

@@ -16,6 +16,7 @@ from typing import Any
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
 from portfolio_optimiser.errors import UserError
+from portfolio_optimiser.reasoning.catalogue import KNOWN_CAPABILITIES
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 
 from . import commands, daemon_commands, import_commands, reasoning_commands, scale_commands
@@ -47,11 +48,25 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
 Handler = Callable[[argparse.Namespace], int]
 
 
+def _capabilities(text: str) -> str:
+    """A comma-separated list of known capabilities; a typo is a usage error naming the list."""
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    unknown = [n for n in names if n not in KNOWN_CAPABILITIES]
+    if not names or unknown:
+        what = f"{', '.join(unknown)} is not a capability" if unknown else "names none"
+        raise argparse.ArgumentTypeError(
+            f"{what}; give one or more of {', '.join(KNOWN_CAPABILITIES)}"
+        )
+    return ",".join(names)
+
+
 def _command(
     sub: Any, name: str, help: str, handler: Handler, *, json: bool = False
 ) -> argparse.ArgumentParser:
     """One subcommand: its help, the common options after its name, and its handler."""
-    command: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    command: argparse.ArgumentParser = sub.add_parser(
+        name, help=help, description=f"{help[0].upper()}{help[1:]}."
+    )
     _common(command, suppress=True)
     if json:
         command.add_argument("--json", action="store_true", help="machine-readable output")
@@ -102,33 +117,46 @@ def build_parser() -> argparse.ArgumentParser:
         "inbox, daemon, spend, advisors and each task's reasoning state, with a handover report",
         reasoning_commands.status,
         json=True,
-    ).add_argument("--task", help="only this task")
+    ).add_argument("--task", metavar="TASK", help="only this task (as status lists them)")
     _command(
         sub,
         "explain",
         "the provenance chain of a candidate, assessment or conclusion",
         reasoning_commands.explain,
         json=True,
-    ).add_argument("id", metavar="ID")
+    ).add_argument(
+        "id",
+        metavar="ID",
+        help="a candidate id (c-…, from a report or a verdict template), an assessment or a "
+        "conclusion id",
+    )
     _command(
         sub,
         "check-verdict",
         "validate a hand-edited verdict file without dropping it",
         commands.check_verdict,
-    ).add_argument("file", type=Path, metavar="FILE")
+    ).add_argument("file", type=Path, metavar="FILE", help="the verdict file (JSON) to check")
     _command(
         sub,
         "check-bundle",
         "check a project bundle (a folder or an archive) before dropping it into the inbox",
         commands.check_bundle,
-    ).add_argument("bundle", type=Path, metavar="DIR")
+    ).add_argument(
+        "bundle", type=Path, metavar="DIR", help="the bundle's folder, or a .zip or .tar.gz of it"
+    )
     importing = _command(
         sub,
         "import",
         "turn estimate files (NS 3459 XML, xlsx, csv) into project bundles, by default into the inbox",
         import_commands.import_files,
     )
-    importing.add_argument("files", type=Path, nargs="+", metavar="FILE")
+    importing.add_argument(
+        "files",
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="estimate files: NS 3459 (.xml), .xlsx or .csv (with --export: bundle folders)",
+    )
     importing.add_argument(
         "--into",
         type=Path,
@@ -162,11 +190,25 @@ def build_parser() -> argparse.ArgumentParser:
         reasoning_commands.plan_preview,
         json=True,
     )
-    preview.add_argument("--materiality", required=True, choices=[m.value for m in Materiality])
     preview.add_argument(
-        "--capabilities", required=True, metavar="A,B", help="comma-separated capabilities"
+        "--materiality",
+        required=True,
+        choices=[m.value for m in Materiality],
+        help="how much the uncertainty is worth, as the review grades it",
     )
-    preview.add_argument("--confidence", default="medium", choices=[c.value for c in Confidence])
+    preview.add_argument(
+        "--capabilities",
+        required=True,
+        metavar="A,B",
+        type=_capabilities,
+        help=f"comma-separated, of {', '.join(KNOWN_CAPABILITIES)}",
+    )
+    preview.add_argument(
+        "--confidence",
+        default="medium",
+        choices=[c.value for c in Confidence],
+        help="how sure the proposer was (default: medium)",
+    )
     _command(
         sub,
         "doctor",
@@ -178,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         "retry",
         "put a quarantined bundle from outbox/failed/ back into the inbox",
         daemon_commands.retry,
-    ).add_argument("name", metavar="NAME")
+    ).add_argument("name", metavar="NAME", help="the name in outbox/failed/, as it was dropped")
     _command(
         sub,
         "worker",
@@ -211,8 +253,33 @@ def fail(message: str, code: int) -> int:
     return code
 
 
+_ON_A_WORKSPACE = frozenset(
+    {"run", "once", "status", "explain", "retry", "worker", "recover", "doctor"}
+)
+
+
+def _warn_if_source_folder(args: argparse.Namespace) -> None:
+    """The default workspace is the current folder; in the source checkout that is a mistake."""
+    from portfolio_optimiser.invocation import source_checkout
+
+    checkout = source_checkout()
+    workspace = getattr(args, "workspace", None)
+    if checkout is None or workspace is None or args.command not in _ON_A_WORKSPACE:
+        return
+    if Path(workspace).resolve() == checkout:
+        print(
+            strip_control(
+                f"portfolio-optimiser: warning: the workspace is the source folder ({checkout}), "
+                "not one of yours; give --workspace DIR (the demo's is "
+                "./portfolio-optimiser-demo)"
+            ),
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _warn_if_source_folder(args)
     try:
         code: int = args.handler(args)
     except ConfigError as exc:

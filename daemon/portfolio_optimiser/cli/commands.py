@@ -54,12 +54,22 @@ def check_verdict(args: argparse.Namespace) -> int:
     if unknown:
         print(strip_control(f"portfolio-optimiser: {path}: {unknown}"), file=sys.stderr)
         return 1
-    say(f"{path}: a valid verdict — {verdict.decision.value} on {verdict.id} by {verdict.reviewer}")
+    said = (
+        f"{path}: a valid verdict — {verdict.decision.value} on {verdict.id} by {verdict.reviewer}"
+    )
+    if unknown is None:
+        workspace = getattr(args, "workspace", None) or Path()
+        said += (
+            f"; whether {verdict.id} awaits a verdict was not checked: {workspace.resolve()} is "
+            "no workspace with runs (give --workspace DIR of the workspace its report came from)"
+        )
+    say(said)
     return 0
 
 
 def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | None:
-    """What the daemon would say of the id, when this workspace has a ledger to ask."""
+    """What the daemon would say of the id ("" when it awaits a verdict), or None when this
+    workspace has no ledger to ask."""
     from portfolio_optimiser.daemon.stores import existing_ledger
     from portfolio_optimiser.daemon.workspace import Workspace
 
@@ -69,7 +79,7 @@ def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | Non
         return None
     with ledger:
         if ledger.candidate(candidate_id) is not None:
-            return None
+            return ""
     return (
         f"the verdict is well formed, but {candidate_id!r} names no candidate awaiting a verdict in "
         f"{workspace}; copy the id verbatim from a template in outbox/runs/<project>/<run>/verdicts/"

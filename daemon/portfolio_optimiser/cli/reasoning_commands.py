@@ -96,16 +96,9 @@ def advisors(args: argparse.Namespace) -> int:
 def plan_preview(args: argparse.Namespace) -> int:
     _config, store, ctx = _context(args)
     states = availability_now(store.load(), ctx)
-    capabilities = tuple(c.strip() for c in args.capabilities.split(",") if c.strip())
-    if not capabilities:
-        print(
-            "portfolio-optimiser: --capabilities names none; give e.g. cost_review,independent_reasoning",
-            file=sys.stderr,
-        )
-        capabilities = (capabilities,)
     request = PlanRequest(
         materiality=Materiality(args.materiality),
-        capabilities=tuple(c.strip() for c in args.capabilities.split(",") if c.strip()),
+        capabilities=tuple(args.capabilities.split(",")),  # checked by the parser
         confidence=Confidence(args.confidence),
     )
     review = plan(request, ctx.mode.mode, states)

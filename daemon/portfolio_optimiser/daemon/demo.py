@@ -20,7 +20,6 @@ runs are local, and the demo says so. It proves the plumbing and the data flow, 
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Any, Final
 from portfolio_optimiser._atomic import publish_atomic
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.errors import UserError
+from portfolio_optimiser.invocation import command
 from portfolio_optimiser.outputs.report import format_nok
 from portfolio_optimiser.outputs.templates import dump_json, template_name
 from portfolio_optimiser.persona import load_persona_example, persona_marker
@@ -333,6 +333,6 @@ def render_demo(report: DemoReport) -> str:
         "inbox/projects/; each is processed as it arrives.",
         "",
         f"Open first: {report.learning.report}",
-        f"Next: portfolio-optimiser run --workspace {shlex.quote(str(root))}",
+        f"Next: {command('run', '--workspace', str(root))}",
     ]
     return "\n".join(lines)

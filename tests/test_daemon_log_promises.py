@@ -144,3 +144,16 @@ def test_a_run_stopped_by_its_budget_is_logged(
     assert result.state == "done"
     [stopped] = events(logs, "run stopped by its budget")
     assert stopped["project"] == "lillevik-school" and stopped["which"]
+
+
+@pytest.mark.loadbearing
+def test_a_bundle_taken_is_logged_before_its_run_ends(workspace: Workspace, ledger: Ledger) -> None:
+    shutil.copytree(SCHOOL, workspace.inbox_projects / "lillevik-school")
+    processor = processor_for(workspace, ledger, {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"})
+    with capture_logs() as logs:
+        [result] = settle(processor)
+    assert result.state == "done"
+    names = [e["event"] for e in logs]
+    [taken] = events(logs, "bundle taken")
+    assert taken["bundle"] == "lillevik-school"
+    assert names.index("bundle taken") < max(i for i, n in enumerate(names) if n != "bundle taken")

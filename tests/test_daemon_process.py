@@ -806,4 +806,4 @@ def test_status_shows_a_job_a_crash_left_in_flight_and_the_stage_it_passed(
     assert job["bundle"] == PROJECT and job["stage"] == "published"
     assert daemon["database"] == "SQLite in the state directory" and daemon["executor"] == "local"
     said = run_cli("status", ws, timeout_s=60).stdout
-    assert "jobs: 1 in flight" in said and f"{PROJECT}: past published" in said
+    assert "running now: 1" in said and f"{PROJECT}: past published" in said

@@ -178,3 +178,24 @@ def test_with_a_model_configured_the_demo_consults_it_and_says_which(
     assert code == 0
     assert any(line.startswith("Models consulted: ") and "local-model" in line for line in out)
     assert not any("The runs were local" in line for line in out)
+
+
+@pytest.mark.loadbearing
+def test_status_on_the_demo_is_short_and_its_counts_match_the_folders(
+    demo_run: tuple[Path, int, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, _code, _out = demo_run
+    capsys.readouterr()
+    assert main(["--workspace", str(ws), "status"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) <= 25, "\n".join(said)
+    decided = {p.stem for p in (ws / "inbox" / "verdicts").glob("*.json")}
+    latest = [max(p.iterdir()) for p in sorted((ws / "outbox" / "runs").iterdir())]
+    templates = [t for run in latest for t in (run / "verdicts").glob("*.json")]
+    waiting = len([t for t in templates if t.stem not in decided])
+    projects = len({t.parent.parent.parent.name for t in templates if t.stem not in decided})
+    assert f"awaiting a verdict: {waiting} candidate(s) in {projects} project(s)" in said
+    failed = [p for p in (ws / "outbox" / "failed").glob("*") if not p.name.endswith(".txt")]
+    assert f"failed: {len(failed) or 'nothing'}" in "\n".join(said)
+    assert main(["--workspace", str(ws), "status", "--reasoning"]) == 0
+    assert "# Reasoning handover" in capsys.readouterr().out

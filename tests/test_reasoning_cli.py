@@ -268,7 +268,9 @@ def test_status_json_replays_the_task_from_its_records(
 def test_status_text_shows_the_handover(task: Fixture, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = task.run(capsys, "status")
     assert (code, err) == (0, "")
-    assert "reasoning mode standard; 3 of 3 advisors available" in out
+    assert "advisors: 3 of 3 available (mode standard)" in out
+    assert "# Reasoning handover" not in out and "status --reasoning" in out
+    code, out, err = task.run(capsys, "status", "--reasoning")
     assert "# Reasoning handover" in out and "validated" in out
     assert "\x1b" not in out
 

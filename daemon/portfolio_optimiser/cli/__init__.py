@@ -111,13 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="build the demo workspace here, a new or empty folder (default: a new "
         "portfolio-optimiser-demo folder in the current one; --workspace DIR works too)",
     )
-    _command(
+    status = _command(
         sub,
         "status",
-        "inbox, daemon, spend, advisors and each task's reasoning state, with a handover report",
+        "what awaits a verdict, what failed, what runs now, the inbox, spend and advisors",
         reasoning_commands.status,
         json=True,
-    ).add_argument("--task", metavar="TASK", help="only this task (as status lists them)")
+    )
+    status.add_argument(
+        "--reasoning",
+        action="store_true",
+        help="also each task's reasoning state, with a handover report",
+    )
+    status.add_argument(
+        "--task", metavar="TASK", help="the reasoning of this task only (as --reasoning lists them)"
+    )
     _command(
         sub,
         "explain",

@@ -35,6 +35,32 @@ def _running_holder(lock: Path) -> Any:
         os.close(fd)
 
 
+def _awaiting(ledger: Any) -> list[dict[str, Any]]:
+    """Per project, the templates of its latest run whose candidate no expert has decided yet."""
+    found = []
+    for project, _run, folder in ledger.project_runs():
+        templates = sorted(Path(folder, "verdicts").glob("*.json"))
+        open_ids = [t.stem for t in templates if ledger.latest_verdict(t.stem) is None]
+        if open_ids:
+            found.append(
+                {"project": project, "folder": str(Path(folder, "verdicts")), "ids": open_ids}
+            )
+    return found
+
+
+def _failed(ws: Workspace) -> list[str]:
+    """What waits in outbox/failed/ for a fix and `retry`, by the name it was dropped under: the
+    folder is the truth, not the ledger's history of every failure there ever was."""
+    folder = ws.failed
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if not p.name.endswith(".error.txt") and not p.name.startswith(".")
+    )
+
+
 def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     """What the daemon last said (status.json), its ledger's counts and who holds the lock."""
     from portfolio_optimiser.daemon.job import Job
@@ -54,11 +80,13 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     in_flight: list[dict[str, str]] = []
     shared: dict[str, Any] | None = None
     held = 0
+    awaiting: list[dict[str, Any]] = []
     ledger = existing_ledger(ws, config)
     where = "SQLite in the state directory"
     if ledger is not None:
         with ledger:
             counts = ledger.counts()
+            awaiting = _awaiting(ledger)
             held = ledger.reserved_tokens()
             for job in map(Job.from_json, ledger.jobs(unfinished=True)):
                 item = ledger.get(job.identity)
@@ -87,6 +115,8 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         "pending": last.get("pending", 0),
         "runs": len([r for r in runs if r.is_dir() and not r.name.startswith(".")]),
         "jobs_in_flight": in_flight,
+        "awaiting": awaiting,
+        "failed": _failed(ws),
         "held_tokens": held,
         "database": where,
         "executor": stores.executor_id,

@@ -15,6 +15,7 @@ from typing import Any
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.daemon.workspace import Workspace
+from portfolio_optimiser.invocation import command
 from portfolio_optimiser.pipeline.budget import read_spend
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.policy import (
@@ -191,41 +192,58 @@ def status(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    say(
-        f"workspace {workspace}: inbox holds {inbox['projects']} project(s) and {inbox['verdicts']} verdict file(s)"
-    )
-    say(
-        f"daemon: {daemon['state']}; items done {daemon['ledger'].get('done', 0)}, failed "
-        f"{daemon['ledger'].get('failed', 0)}, retrying {daemon['ledger'].get('retry', 0)}; "
-        f"{daemon['runs']} run folder(s) in outbox/runs/"
-    )
-    say(
-        f"jobs: {len(daemon['jobs_in_flight'])} in flight (ledger and workflows: "
-        f"{daemon['database']}; executor {daemon['executor']}); "
-        f"{daemon['held_tokens']} tokens held for them"
-    )
-    for job in daemon["jobs_in_flight"]:
+    ws = Workspace.at(workspace)
+    say(f"workspace {workspace}: daemon {daemon['state']}; {daemon['runs']} run(s) in outbox/runs/")
+    awaiting = daemon["awaiting"]
+    waiting_ids = sum(len(a["ids"]) for a in awaiting)
+    if awaiting:
+        say(f"awaiting a verdict: {waiting_ids} candidate(s) in {len(awaiting)} project(s)")
+        for item in awaiting:
+            shown = Path(item["folder"])
+            where = shown.relative_to(ws.root) if shown.is_relative_to(ws.root) else shown
+            say(f"  {item['project']}: {len(item['ids'])} — templates in {where}/")
+    else:
+        say("awaiting a verdict: nothing")
+    failed = daemon["failed"]
+    say(f"failed: {len(failed) or 'nothing'}" + (" (fix it, then retry):" if failed else ""))
+    for name in failed:
+        say(f"  {name}: why in outbox/failed/{name}.error.txt; then {command('retry', name)}")
+    running = daemon["jobs_in_flight"]
+    say(f"running now: {len(running) or 'nothing'}")
+    for job in running:
         say(f"  {job['bundle']}: past {job['stage']} (run {job['run']})")
-    if daemon["shared"] is not None:
-        say_shared(daemon["shared"])
-    if report.is_file():
-        say(f"portfolio: {report} (every project's latest run, its verdicts and what awaits one)")
+    say(
+        f"inbox: {inbox['projects']} project(s) waiting; inbox/verdicts/ holds "
+        f"{inbox['verdicts']} verdict file(s)"
+    )
     for name, reason in daemon["waiting"].items():
         say(f"  {name}: {reason}")
-    say(f"reasoning mode {ctx.mode.mode}; {available} of {len(states)} advisors available")
+    if daemon["shared"] is not None:
+        say(f"ledger and workflows: {daemon['database']}; executor {daemon['executor']}")
+        say_shared(daemon["shared"])
+    if daemon["held_tokens"]:
+        say(f"tokens held for jobs in flight: {daemon['held_tokens']}")
+    say(
+        f"spend: {ledger['spent_tokens']:,} of {ledger['portfolio_tokens']:,} portfolio tokens "
+        f"over {ledger['runs']} run(s); advisors: {available} of {len(states)} available "
+        f"(mode {ctx.mode.mode})".replace(",", " ")
+    )
     for state in states:
         # The breaker's word on an advisor that has been failing: why it is out, and until when.
         if state.circuit is not None:
             word = "recovering" if state.recovering else str(state.status)
             say(f"  advisor {state.advisor}: {word} — {state.reason}")
-    say(
-        f"spend: {ledger['spent_tokens']} of {ledger['portfolio_tokens']} portfolio tokens used "
-        f"over {ledger['runs']} run(s); {ledger['remaining_tokens']} left"
-    )
+    if report.is_file():
+        say(
+            f"portfolio: {report.relative_to(workspace) if report.is_relative_to(workspace) else report}"
+        )
     for path, why in loaded.unreadable:
         say(f"  unreadable record {path}: {why}")
-    say()
-    say(handover(statuses))
+    if args.reasoning or args.task:
+        say()
+        say(handover(statuses))
+    elif statuses:
+        say(f"each task's reasoning: {command('status', '--reasoning')}")
     return 0
 
 

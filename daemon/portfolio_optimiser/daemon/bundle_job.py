@@ -251,6 +251,8 @@ class BundleLifecycle(JobRuns):
             return ItemResult(name, "bundle", "waiting", refusal)
         if known is None:
             known = self.ledger.begin(digest, kind="bundle", name=name, now=iso(now))
+        # Before its run, which may take minutes: the operator sees the bundle was taken.
+        self.log.info("bundle taken", bundle=name, identity=digest[:12])
         job = Job(
             digest,
             name,

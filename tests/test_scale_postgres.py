@@ -123,3 +123,41 @@ def test_spend_json_is_changed_by_one_job_at_a_time_on_every_machine(
     spend = read_spend(ws.spend_file)
     assert sorted(run.project_id for run in spend.runs) == [f"p-{i}" for i in range(6)]
     assert spend.spent_tokens == sum(10 + i for i in range(6))
+
+
+def test_the_readme_set_up_runs_and_a_role_without_rights_is_a_configuration_error(
+    tmp_path: Path, postgres: Any
+) -> None:
+    import uuid
+
+    import psycopg
+
+    from .daemon_helpers import make_workspace
+
+    tag = uuid.uuid4().hex[:8]
+    owner, other = f"po_{tag}", f"other_{tag}"
+    owned, shared = f"portfolio_{tag}", f"plain_{tag}"
+    with psycopg.connect(postgres.url(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {owner} LOGIN")
+        admin.execute(f"CREATE ROLE {other} LOGIN")
+        admin.execute(f"CREATE DATABASE {owned} OWNER {owner}")  # createdb -O po portfolio
+        admin.execute(f"CREATE DATABASE {shared}")  # createdb portfolio: owned by the admin
+    base = f"postgresql://{{}}@127.0.0.1:{postgres.port}/{{}}"
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
+    refused_ws = make_workspace(tmp_path / "refused")
+    try:
+        env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": base.format(owner, owned)}
+        ran = processes.start("once", ws, env=env).completed(120)
+        status = processes.start("status", ws, env=env).completed(60)
+        env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": base.format(other, shared)}
+        refused = processes.start("once", refused_ws, env=env).completed(60)
+    finally:
+        processes.close()
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert len(published_runs(ws, PROJECT)) == 1
+    assert f"PostgreSQL postgresql://127.0.0.1:{postgres.port}/{owned}" in status.stdout
+    assert refused.returncode == 78, refused.stderr[-2000:]
+    said = [ln for ln in refused.stderr.splitlines() if ln.strip()]
+    assert len(said) == 1, said
+    assert f"the database {shared} refused the role {other}" in said[0]
+    assert f"createdb -O {other} {shared}" in said[0] and "internal error" not in said[0]

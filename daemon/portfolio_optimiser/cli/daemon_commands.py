@@ -184,7 +184,7 @@ def doctor(args: argparse.Namespace) -> int:
         check(False, "", str(exc))
     try:
         with open_ledger(workspace, config) as opened:
-            check(True, f"item ledger: {opened.path}", "")
+            check(True, f"item ledger: {opened.where}", "")
     except LedgerError as exc:
         check(False, "", str(exc))
     states = availability_now(

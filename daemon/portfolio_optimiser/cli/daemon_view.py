@@ -95,7 +95,7 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
                     continue
                 in_flight.append({"bundle": job.name, "stage": job.stage.value, "run": job.run_id})
             if stores_for(config).shared:
-                where = f"PostgreSQL {ledger.path}"
+                where = f"PostgreSQL {ledger.where}"
                 shared = shared_view(stores_for(config).database_url, ledger)
     stores = stores_for(config)
     runs = sorted((ws.outbox / "runs").glob("*/*")) if (ws.outbox / "runs").is_dir() else []

@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+from portfolio_optimiser.config import EX_CONFIG
+
 from .db import Database
 from .ledger_machines import LedgerMachines
 from .ledger_records import CandidateInput, CandidateRow, LedgerRecords, VerdictRow
@@ -36,6 +38,7 @@ __all__ = [
     "STATES",
     "CandidateInput",
     "CandidateRow",
+    "DatabaseRefused",
     "Item",
     "Kind",
     "Ledger",
@@ -90,6 +93,17 @@ def _item(row: tuple[Any, ...]) -> Item:
     return Item(*row)
 
 
+class DatabaseRefused(LedgerError):
+    """The shared database cannot be reached, or refuses this role a right it needs: a matter of
+    configuration (exit 78, which systemd does not restart into a loop), never a defect."""
+
+    exit_code = EX_CONFIG
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 class Ledger(LedgerRecords, LedgerMachines):
     """The ledger: a SQLite file (:meth:`open`), or a PostgreSQL database many machines share
     (:meth:`connect`). Close with :meth:`close` or ``with``."""
@@ -97,6 +111,8 @@ class Ledger(LedgerRecords, LedgerMachines):
     def __init__(self, path: Path, database: Database, url: str | None = None) -> None:
         self.path: Final = path
         """The file, or for PostgreSQL the server and database (never a password)."""
+        self.where: Final = database.where
+        """The same as text: a PostgreSQL URL keeps its ``//``, which a Path would fold."""
         self._db = database
         self._url = url
 
@@ -139,12 +155,22 @@ class Ledger(LedgerRecords, LedgerMachines):
         try:
             database = Database.postgresql(url)
         except psycopg.Error as exc:
-            raise LedgerError(
-                f"cannot reach the ledger's database ({str(exc).strip()}); check "
-                "[scale] database_url and that PostgreSQL is running"
+            raise DatabaseRefused(
+                f"cannot reach the ledger's database ({_first_line(exc)}); check "
+                "[scale] database_url (or PORTFOLIO_OPTIMISER_DATABASE_URL) and that PostgreSQL "
+                "is running and lets this host in (pg_hba.conf)"
             ) from None
         try:
             prepare_postgresql(database)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            database.close()
+            info = psycopg.conninfo.conninfo_to_dict(url)
+            role, name = info.get("user") or "this role", info.get("dbname") or "the database"
+            raise DatabaseRefused(
+                f"the database {name} refused the role {role} ({_first_line(exc)}); create the "
+                f"database owned by the role (createdb -O {role} {name}) or grant it the schema "
+                f"(GRANT USAGE, CREATE ON SCHEMA public TO {role}), then start again"
+            ) from None
         except BaseException:
             database.close()
             raise
@@ -171,7 +197,7 @@ class Ledger(LedgerRecords, LedgerMachines):
     def _require(self, digest: str) -> Item:
         item = self.get(digest)
         if item is None:
-            raise LedgerError(f"the ledger {self.path} has no item {digest}; call begin() first")
+            raise LedgerError(f"the ledger {self.where} has no item {digest}; call begin() first")
         return item
 
     def begin(self, digest: str, *, kind: Kind, name: str, now: str) -> Item:

@@ -272,3 +272,27 @@ def test_a_number_that_is_not_finite_is_refused(field: str, written: str) -> Non
 )
 def test_pathological_json_gets_a_sentence_not_a_crash(data: bytes) -> None:
     refused(data)
+
+
+@pytest.mark.loadbearing
+def test_every_problem_of_a_verdict_is_named_at_once_by_its_line() -> None:
+    text = (
+        '{\n  "id": "c-0123456789abcdef",\n  "decision": "maybe",\n  "rationale": "x",\n'
+        '  "reviewer": "",\n  "realization_rate": 3\n}\n'
+    )
+    with pytest.raises(VerdictError) as refused:
+        parse_verdict(text.encode(), "v.json")
+    said = str(refused.value)
+    assert said.startswith("v.json: 3 problems; fix them all:")
+    lines = said.splitlines()[1:]
+    assert lines[0].startswith("- line 3, field decision: 'maybe' is not a decision")
+    assert lines[1].startswith("- line 5, field reviewer: the reviewer is empty")
+    assert lines[2].startswith("- line 6, field realization_rate: 3 must be a number from 0 to 1")
+
+
+def test_two_commas_in_a_row_are_not_called_a_trailing_comma() -> None:
+    text = '{"id": "c-0123456789abcdef", "decision": null,, "reviewer": "K"}'
+    with pytest.raises(VerdictError) as refused:
+        parse_verdict(text.encode(), "v.json")
+    assert "line 1, column 47: two commas in a row; remove one" in str(refused.value)
+    assert "trailing" not in str(refused.value)

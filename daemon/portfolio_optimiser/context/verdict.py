@@ -101,19 +101,25 @@ def parse_verdict(data: bytes, source: str) -> Verdict:
                 "write a plain number"
             )
     validator = jsonschema.Draft202012Validator(load_schema("verdict.schema.json"))
-    errors = sorted(validator.iter_errors(raw), key=_error_order)
-    if errors:
-        raise VerdictError(f"{source} {_schema_problem(text, errors[0])}")
+    problems: dict[str, str] = {}  # one per field: its first error explains the rest
+    for error in sorted(validator.iter_errors(raw), key=_error_order):
+        problems.setdefault(_field_of(error), _schema_problem(text, error))
     decided_at = raw.get("decided_at")
-    if isinstance(decided_at, str):
+    if isinstance(decided_at, str) and "decided_at" not in problems:
         try:
             datetime.fromisoformat(decided_at.replace("Z", "+00:00"))
         except ValueError:
             line = _top_level_key_lines(text).get("decided_at", [1])[0]
-            raise VerdictError(
-                f"{source} line {line}, field decided_at: {decided_at!r} is not a real date and time; "
+            problems["decided_at"] = (
+                f"line {line}, field decided_at: {decided_at!r} is not a real date and time; "
                 "write e.g. 2026-11-30T12:00:00Z"
-            ) from None
+            )
+    if len(problems) == 1:
+        raise VerdictError(f"{source} {next(iter(problems.values()))}")
+    if problems:
+        by_line = sorted(problems.values(), key=lambda p: int(re.findall(r"\d+", p)[0]))
+        listed = "\n".join(f"- {p}" for p in by_line)
+        raise VerdictError(f"{source}: {len(problems)} problems; fix them all:\n{listed}")
     return Verdict.model_validate(raw)
 
 
@@ -151,14 +157,27 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
     before = text[: exc.pos].rstrip()
+    after = text[exc.pos :].lstrip()
     if before.endswith(",") and exc.msg.startswith(("Expecting property name", "Expecting value")):
         comma = len(before) - 1
         line = text.count("\n", 0, comma) + 1
         column = comma - (text.rfind("\n", 0, comma) + 1) + 1
-        return (
-            f"line {line}, column {column}: trailing comma after the last item; remove that comma"
-        )
+        if after.startswith(","):
+            return f"line {line}, column {column + 1}: two commas in a row; remove one"
+        if after.startswith(("}", "]")):
+            return (
+                f"line {line}, column {column}: trailing comma after the last item; remove "
+                "that comma"
+            )
     return f"line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg}); fix the text there"
+
+
+def _field_of(error: SchemaError) -> str:
+    """The top-level field an error is about (a missing or unknown one is named in quotes)."""
+    if error.absolute_path:
+        return str(error.absolute_path[0])
+    named = re.search(r"'([^']+)'", error.message)
+    return named.group(1) if named else error.message
 
 
 def _error_order(error: SchemaError) -> tuple[int, list[str]]:

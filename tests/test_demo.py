@@ -199,3 +199,18 @@ def test_status_on_the_demo_is_short_and_its_counts_match_the_folders(
     assert f"failed: {len(failed) or 'nothing'}" in "\n".join(said)
     assert main(["--workspace", str(ws), "status", "--reasoning"]) == 0
     assert "# Reasoning handover" in capsys.readouterr().out
+
+
+@pytest.mark.loadbearing
+def test_the_learning_run_says_who_approved_what_it_learned_and_when(
+    demo_run: tuple[Path, int, list[str]],
+) -> None:
+    ws, _code, _out = demo_run
+    [run] = (ws / "outbox" / "runs" / "nordvik-school").iterdir()
+    report = (run / "report.md").read_text("utf-8")
+    verdict = json.loads(next((ws / "inbox" / "verdicts").glob("*.json")).read_text("utf-8"))
+    when = verdict["decided_at"][:10]
+    assert (
+        f"- Learned from: `{verdict['id']}` (lillevik-school), approved by "
+        f"{verdict['reviewer']} on {when}" in report
+    )

@@ -112,3 +112,6 @@ def test_a_decided_candidate_is_shown_as_decided_in_the_next_version_and_not_ask
     steps = report.split("## What to do next")[1]
     assert "Already decided, so not asked for again" in steps
     assert f"verdicts/{windows['id']}" not in steps
+    page = (ws.outbox / "portfolio.md").read_text("utf-8")
+    above = page.split("## Approved above the claim")[1].split("\n## ")[0]
+    assert f"| lillevik-school | `{windows['id']}` | 798 000 | 900 000 ⚠ |" in above

@@ -195,6 +195,11 @@ class Portfolio:
                         saving=saving,
                         decision=verdict.decision.value if verdict is not None else None,
                         expected=expected,
+                        adjusted=(
+                            Decimal(str(verdict.adjusted_saving_nok))
+                            if verdict is not None and verdict.adjusted_saving_nok is not None
+                            else None
+                        ),
                     )
                 )
         text, svg = render_portfolio(

@@ -37,6 +37,8 @@ class PortfolioLine:
     decision: str | None = None
     expected: Decimal | None = None
     """What the expert expects to be realised (approved only): saving (or adjusted) × rate."""
+    adjusted: Decimal | None = None
+    """The saving the expert signed off, where it differs from the claim."""
 
     @property
     def open(self) -> bool:
@@ -129,6 +131,23 @@ def render_portfolio(
         ]
     else:
         body.append("None: every validated candidate has a verdict.")
+    above = [ln for ln in lines if ln.adjusted is not None and ln.adjusted > ln.saving]
+    if above:
+        body += [
+            "",
+            "## Approved above the claim",
+            "",
+            "An expert signed off more than the validator checked; the validator's figures do "
+            "not cover the difference, so read the verdict's rationale before counting on it:",
+            "",
+            "| project | candidate | claimed (NOK) | approved (NOK) |",
+            "|---|---|---:|---:|",
+            *(
+                f"| {red.text(ln.project_id, 'a project id')} | `{ln.candidate_id}` | "
+                f"{format_nok(ln.saving)} | {format_nok(ln.adjusted or 0)} ⚠ |"
+                for ln in above
+            ),
+        ]
     body += ["", "## Thin reference classes", ""]
     if thin:
         body.append(

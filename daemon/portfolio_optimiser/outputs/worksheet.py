@@ -71,14 +71,19 @@ def _when(decided: Decided) -> str:
     return f" on {md(decided.decided_at[:10])}" if decided.decided_at else ""
 
 
-def decided_text(candidate: Candidate, decided: Decided, red: Redactor) -> str:
+def decided_text(
+    candidate: Candidate, decided: Decided, red: Redactor, *, claim: bool = True
+) -> str:
     """``approved by KE on 2026-12-01, at 900 000 NOK ⚠ above the claim`` (markdown-safe)."""
     verb = "approved" if decided.decision in _APPROVING else md(decided.decision)
     who = md(red.text(decided.reviewer, f"the reviewer of {candidate.id}"))
     text = f"{verb} by {who}{_when(decided)}"
     if decided.adjusted_saving_nok is not None:
         text += f", at {format_nok(decided.adjusted_saving_nok)} NOK"
-        if Decimal(str(decided.adjusted_saving_nok)) > Decimal(str(candidate.claimed_saving_nok)):
+        above = Decimal(str(decided.adjusted_saving_nok)) > Decimal(
+            str(candidate.claimed_saving_nok)
+        )
+        if claim and above:
             text += " ⚠ above the claim"
     return text
 
@@ -155,6 +160,13 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
         out.append(f"- Consequence: {md(red.text(cand.rationale, where))}")
     if cand.decide_by:
         out.append(f"- Decide by: {md(red.text(cand.decide_by, where))}")
+    source = result.learned_from.get(cand.id)
+    if source is not None:
+        where_from = f" ({md(red.text(source.project_id, where))})" if source.project_id else ""
+        out.append(
+            f"- Learned from: `{md(source.candidate_id)}`{where_from}, "
+            f"{decided_text(cand, source, red, claim=False)}"
+        )
     decided = result.decided.get(cand.id)
     status = decision_cell(run, result, red)
     if decided is not None and decided.rationale:

@@ -68,6 +68,9 @@ class Decided(BaseModel):
     decided_at: str | None = None
     adjusted_saving_nok: float | int | None = None
     rationale: str = ""
+    candidate_id: str = ""
+    """The candidate the verdict was written on."""
+    project_id: str | None = None
 
 
 class RunResult(BaseModel):
@@ -103,6 +106,8 @@ class RunResult(BaseModel):
     base_estimate_nok: float | int | None = None
     decided: dict[str, Decided] = Field(default_factory=dict)
     """The candidates experts have already decided, by id: no template, no second request."""
+    learned_from: dict[str, Decided] = Field(default_factory=dict)
+    """A learned candidate's source: the verdict it carries (who approved what, where, when)."""
     declined: tuple[Candidate, ...] = ()
     """Candidates an expert rejected, not checked again: the report keeps them, marked."""
     sources: dict[str, str] = Field(default_factory=dict)

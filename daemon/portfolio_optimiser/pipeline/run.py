@@ -22,7 +22,7 @@ from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.reference import ProjectReferences, references_of
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.learning.insights import fold
-from portfolio_optimiser.learning.verdict_store import VerdictStore
+from portfolio_optimiser.learning.verdict_store import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.precedent import precedents
 from portfolio_optimiser.reasoning.store import Refusal
 
@@ -150,6 +150,7 @@ async def run_project(
         lines=_lines(project, [c.candidate for c in run.outcomes] + run.declined),
         base_estimate_nok=project.cost_total_nok,
         decided=_decided(verdicts, [c.candidate for c in run.outcomes] + run.declined),
+        learned_from=_learned_from(verdicts, [c.candidate for c in run.outcomes]),
         declined=tuple(run.declined),
         references={
             c.candidate.id: ref
@@ -184,17 +185,33 @@ def _lines(project: Project, candidates: Sequence[Candidate]) -> dict[str, LineF
     return found
 
 
+def _as_decided(verdict: LearnedVerdict) -> Decided:
+    return Decided(
+        decision=str(verdict.decision),
+        reviewer=verdict.reviewer,
+        decided_at=verdict.decided_at,
+        adjusted_saving_nok=verdict.adjusted_saving_nok,
+        rationale=verdict.rationale,
+        candidate_id=verdict.candidate_id,
+        project_id=verdict.key.project_id,
+    )
+
+
 def _decided(verdicts: VerdictStore, candidates: Sequence[Candidate]) -> dict[str, Decided]:
     """The candidates of this run an expert has decided (in an earlier run or version)."""
+    return {
+        c.id: _as_decided(verdict)
+        for c in candidates
+        if (verdict := verdicts.get(c.id)) is not None
+    }
+
+
+def _learned_from(verdicts: VerdictStore, candidates: Sequence[Candidate]) -> dict[str, Decided]:
+    """Each learned candidate's source verdict."""
     found = {}
     for candidate in candidates:
-        verdict = verdicts.get(candidate.id)
+        kind, _, source = candidate.origin.partition(":")
+        verdict = verdicts.get(source) if kind == "verdict" else None
         if verdict is not None:
-            found[candidate.id] = Decided(
-                decision=str(verdict.decision),
-                reviewer=verdict.reviewer,
-                decided_at=verdict.decided_at,
-                adjusted_saving_nok=verdict.adjusted_saving_nok,
-                rationale=verdict.rationale,
-            )
+            found[candidate.id] = _as_decided(verdict)
     return found

@@ -10,7 +10,8 @@ Four passes of ``once`` over one workspace, each fed as a user would feed it:
 3. a second school of the same type design (``examples/learning/nordvik-school``), whose kuttliste
    does not list the approved measure, is dropped and processed: the approval is proposed there
    as a learned measure, and the persona's marker reaches that run's prompt (``provenance.json``
-   keeps the learned block the prompt carried);
+   keeps the learned block the prompt carried); with it, the judged school revised (a note
+   added), whose report shows the decided candidate as decided and asks for it no more;
 4. the same school in a control workspace with an empty wiki (``.demo-control/``): no marker.
 
 Whatever the configuration admits is consulted (a model when one is configured); without one the
@@ -99,12 +100,14 @@ class DemoReport:
     verdict: Mapping[str, Any]
     promoted_page: Path
     learning: Run
+    revision: Run
+    """The judged project's revised version: its decided candidate shown, not asked again."""
     control: Run
     log: Path
 
     @property
     def runs(self) -> tuple[Run, ...]:
-        return (*self.portfolio, self.learning, self.control)
+        return (*self.portfolio, self.learning, self.revision, self.control)
 
     @property
     def marker_reached_learning_run(self) -> bool:
@@ -149,6 +152,24 @@ def drop(source: Path, inbox: Path) -> Path:
     staging = inbox / f".{source.name}.copying"
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging)
+    staging.rename(target)
+    return target
+
+
+REVISION_NOTE: Final = (
+    "---\ntype: note\ntitle: Revision 2\n---\n\n# Revision 2\n\nThe estimate after the "
+    "forprosjekt review: the site plan changed, the figures did not.\n"
+)
+
+
+def drop_revised(source: Path, inbox: Path) -> Path:
+    """The bundle again as its planner revises it (a note added), dropped as ``drop`` does."""
+    target = inbox / source.name
+    staging = inbox / f".{source.name}.copying"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    (staging / "context").mkdir(exist_ok=True)
+    (staging / "context" / "revision-2.md").write_text(REVISION_NOTE, "utf-8")
     staging.rename(target)
     return target
 
@@ -240,10 +261,22 @@ def run_demo(
     if page is None:
         raise DemoFailed(f"{verdict_file.name} was read but nothing was promoted into the wiki")
 
-    progress(f"3/4 dropping {LEARNER}, which learns from that verdict, and processing it")
+    judged = str(template.get("candidate", {}).get("project_id", ""))
+    progress(
+        f"3/4 dropping {LEARNER}, which learns from that verdict, and a revised {judged}; "
+        "processing them"
+    )
     learner = examples / "learning" / LEARNER
     drop(learner, workspace.inbox_projects)
-    (learning,) = _bundle_runs(once(workspace, f"third pass ({LEARNER})"))
+    drop_revised(examples / "portfolio" / judged, workspace.inbox_projects)
+    runs = _bundle_runs(once(workspace, f"third pass ({LEARNER} and {judged} revised)"))
+    learning = next(r for r in runs if r.project_id == LEARNER)
+    revision = next(r for r in runs if r.project_id == judged)
+    if (revision.folder / "verdicts" / template_name(example.id)).exists():
+        raise DemoFailed(
+            f"the revised {judged} asked for a verdict on {example.id} again, although the expert "
+            "decided it in the second pass"
+        )
 
     progress(f"4/4 the same bundle in a control workspace with an empty wiki ({CONTROL}/)")
     control_ws = Workspace.at(root / CONTROL)
@@ -258,6 +291,7 @@ def run_demo(
         verdict=filled,
         promoted_page=page,
         learning=learning,
+        revision=revision,
         control=control,
         log=log_file,
     )
@@ -304,8 +338,12 @@ def render_demo(report: DemoReport) -> str:
             f"   learned from the verdict: {c.get('title')}, "
             f"{format_nok(c.get('claimed_saving_nok', 0))} NOK, validator {c['validator']['outcome']}"
         )
+    when = str(example.get("decided_at") or "")[:10]
     lines += [
-        f"   the expert's lesson (marker {report.marker}) reached its prompt: "
+        f"   {report.revision.project_id} again, revised (a note added): {example.get('id')} is shown as "
+        f"{example.get('decision')} by {example.get('reviewer')}{f' on {when}' if when else ''}, and no",
+        f"   template asks for it again → {_rel(report.revision.report, root)}",
+        f"   the expert's lesson (marker {report.marker}) reached {LEARNER}'s prompt: "
         f'{"yes" if report.marker_reached_learning_run else "NO"} (its report: "What experts taught this run")',
         "",
         f"4. Control, the same bundle in a workspace with an empty wiki ({CONTROL}/): marker in its prompt: "

@@ -398,3 +398,14 @@ def test_importing_the_outputs_loads_no_model_framework() -> None:
     command = [sys.executable, "-c", script]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_figures_beside_nok_or_arithmetic_are_norwegian_and_codes_and_years_are_not() -> None:
+    from portfolio_optimiser.outputs.worksheet import norwegian_figures
+
+    said = norwegian_figures(
+        "cost line 02.3 says 29610000 NOK but 3150 × 9400.5 = 29611575 NOK; decide by 2027"
+    )
+    assert said == (
+        "cost line 02.3 says 29 610 000 NOK but 3 150 × 9 400,50 = 29 611 575 NOK; decide by 2027"
+    )

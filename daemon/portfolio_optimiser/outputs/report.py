@@ -29,7 +29,7 @@ from .explained import (
     references_section,
     sources_section,
 )
-from .worksheet import code_label, decided_text, decision_cell, worksheet_section
+from .worksheet import candidates_table, decision_cell, worksheet_section
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
@@ -122,27 +122,6 @@ def savings_by_code(result: RunResult) -> list[tuple[str, Decimal]]:
     return sorted(totals.items())
 
 
-def _validator_cell(run: CandidateRun, red: Redactor) -> str:
-    decision = run.validator
-    if decision.outcome == "accepted":
-        return "accepted"
-    reason = red.text(decision.reason, f"the validator's reason for {run.candidate.id}")
-    return f"rejected (`{decision.rule.value}`): {_md(reason)}"
-
-
-def _checker_cell(run: CandidateRun, red: Redactor) -> str:
-    outcome = run.checker.outcome
-    reason = run.checker.reason
-    said = _md(red.text(reason, f"the checker's reason for {run.candidate.id}")) if reason else ""
-    label = {
-        "approved": "approved",
-        "rejected": "blocked",
-        "no_verdict": "no verdict (fails open)",
-        "not_run": "not run",
-    }[outcome]
-    return f"{label}: {said}" if said else label
-
-
 def _summary(result: RunResult, red: Redactor) -> str:
     runs = result.candidates
     accepted = [r for r in runs if r.validator.outcome == "accepted"]
@@ -173,49 +152,6 @@ def _summary(result: RunResult, red: Redactor) -> str:
         cap = _md(red.text(result.budget_stop, "the budget stop"))
         parts.append(f"A budget cap ended the run early ({cap}); some candidates may be missing.")
     return " ".join(parts)
-
-
-def _table(result: RunResult, red: Redactor) -> list[str]:
-    if not result.candidates and not result.declined:
-        return ["No candidates were proposed in this run."]
-    lines = [
-        "| id | title | from | codes | claimed saving (NOK) | validator | checker | verdict |",
-        "|---|---|---|---|---:|---|---|---|",
-    ]
-    for run in result.candidates:
-        cand = run.candidate
-        where = f"candidate {cand.id}"
-        title = _md(red.text(cand.title, where)) or "(untitled)"
-        if run.precedent:
-            title += " ⚠ rejected before"
-        codes = ", ".join(_md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
-        origin = _md(red.text(_origin(cand.origin), where))
-        lines.append(
-            f"| `{cand.id}` | {title} | {origin} | {codes} | {format_nok(cand.claimed_saving_nok)} | "
-            f"{_validator_cell(run, red)} | {_checker_cell(run, red)} | "
-            f"{decision_cell(run, result, red)} |"
-        )
-    for cand in result.declined:  # rejected by an expert: kept in the table, not checked again
-        where = f"candidate {cand.id}"
-        decided = result.decided.get(cand.id)
-        codes = ", ".join(_md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
-        lines.append(
-            f"| `{cand.id}` | {_md(red.text(cand.title, where)) or '(untitled)'} | "
-            f"{_md(red.text(_origin(cand.origin), where))} | {codes} | "
-            f"{format_nok(cand.claimed_saving_nok)} | not checked again | not run | "
-            f"{decided_text(cand, decided, red) if decided is not None else 'rejected'} |"
-        )
-    return lines
-
-
-def _origin(origin: str) -> str:
-    kind, _, name = origin.partition(":")
-    return {
-        "measure-option": f"your list ({name})",
-        "model": f"model ({name})",
-        "verdict": "learned from a verdict",
-        "reference": f"reference prices ({name})",
-    }.get(kind, origin or "unknown")
 
 
 def _heard(result: RunResult, red: Redactor) -> list[str]:
@@ -336,7 +272,7 @@ def render_report(
         "",
         "## Candidates",
         "",
-        *_table(result, red),
+        *candidates_table(result, red),
         "",
         *worksheet_section(result, red),
         *_heard(result, red),

@@ -1,5 +1,5 @@
-"""The report as the cost expert's worksheet: each candidate with its line, its working, its
-consequence and decision point, and what has been decided on it already.
+"""The report as the cost expert's worksheet: the candidates table, and each candidate with its
+line, its working, its consequence and decision point, and what has been decided on it already.
 
 Decides what an expert reads per candidate, so a verdict can be written from the report alone:
 the codes with their names, each line's amount as quantity × unit price, the saving and its
@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs n
     from .report import Redactor
 
 __all__ = [
+    "candidates_table",
     "code_label",
     "decided_text",
     "decision_cell",
@@ -38,10 +39,9 @@ _APPROVING: Final = frozenset({"approved", "approved_with_adjustment"})
 
 
 def norwegian_figures(text: str) -> str:
-    """Figures of four digits or more, or with decimals, in a sentence the validator wrote, as a
-    Norwegian reads them (``29610000`` → ``29 610 000``, ``0.25`` → ``0,25``). Codes (``02.3``)
-    and years keep their spelling: a code has no more than one digit before its point, a year is
-    followed by no ``NOK``... so only figures beside ``NOK``, ``×`` or ``=`` are touched."""
+    """The figures of a sentence the validator (or the fold) wrote, as a Norwegian reads them
+    (``29610000`` → ``29 610 000``, ``0.25`` → ``0,25``). Only figures beside ``NOK``, ``×`` or
+    ``=`` are amounts; a code (``02.3``) or a year elsewhere keeps its spelling."""
 
     def one(match: re.Match[str]) -> str:
         around = text[max(0, match.start() - 4) : match.end() + 4]
@@ -196,3 +196,68 @@ def worksheet_section(result: RunResult, red: Redactor) -> list[str]:
             out.append(f"- Verdict: {decided_text(cand, decided, red)}{said}")
         out.append("")
     return out
+
+
+def _validator_cell(run: CandidateRun, red: Redactor) -> str:
+    decision = run.validator
+    if decision.outcome == "accepted":
+        return "accepted"
+    reason = red.text(decision.reason, f"the validator's reason for {run.candidate.id}")
+    return f"rejected (`{decision.rule.value}`): {md(reason)}"
+
+
+def _checker_cell(run: CandidateRun, red: Redactor) -> str:
+    outcome = run.checker.outcome
+    reason = run.checker.reason
+    said = md(red.text(reason, f"the checker's reason for {run.candidate.id}")) if reason else ""
+    label = {
+        "approved": "approved",
+        "rejected": "blocked",
+        "no_verdict": "no verdict (fails open)",
+        "not_run": "not run",
+    }[outcome]
+    return f"{label}: {said}" if said else label
+
+
+def candidates_table(result: RunResult, red: Redactor) -> list[str]:
+    """The candidates at a glance: one row each, the ones experts rejected kept and marked."""
+    if not result.candidates and not result.declined:
+        return ["No candidates were proposed in this run."]
+    lines = [
+        "| id | title | from | codes | claimed saving (NOK) | validator | checker | verdict |",
+        "|---|---|---|---|---:|---|---|---|",
+    ]
+    for run in result.candidates:
+        cand = run.candidate
+        where = f"candidate {cand.id}"
+        title = md(red.text(cand.title, where)) or "(untitled)"
+        if run.precedent:
+            title += " ⚠ rejected before"
+        codes = ", ".join(md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
+        origin = md(red.text(origin_label(cand.origin), where))
+        lines.append(
+            f"| `{cand.id}` | {title} | {origin} | {codes} | {format_nok(cand.claimed_saving_nok)} | "
+            f"{_validator_cell(run, red)} | {_checker_cell(run, red)} | "
+            f"{decision_cell(run, result, red)} |"
+        )
+    for cand in result.declined:  # rejected by an expert: kept in the table, not checked again
+        where = f"candidate {cand.id}"
+        decided = result.decided.get(cand.id)
+        codes = ", ".join(md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
+        lines.append(
+            f"| `{cand.id}` | {md(red.text(cand.title, where)) or '(untitled)'} | "
+            f"{md(red.text(origin_label(cand.origin), where))} | {codes} | "
+            f"{format_nok(cand.claimed_saving_nok)} | not checked again | not run | "
+            f"{decided_text(cand, decided, red) if decided is not None else 'rejected'} |"
+        )
+    return lines
+
+
+def origin_label(origin: str) -> str:
+    kind, _, name = origin.partition(":")
+    return {
+        "measure-option": f"your list ({name})",
+        "model": f"model ({name})",
+        "verdict": "learned from a verdict",
+        "reference": f"reference prices ({name})",
+    }.get(kind, origin or "unknown")

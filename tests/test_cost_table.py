@@ -85,3 +85,12 @@ def test_a_table_concept_without_a_table_says_how_to_write_one(tmp_path: Path) -
     with pytest.raises(IRError) as refused:
         load_ir_projections(_bundle(tmp_path / "b", "No table here.\n", base=0))
     assert "cost/2.md: a cost-lines concept has no table" in str(refused.value)
+
+
+def test_the_tables_title_is_not_every_rows_title(tmp_path: Path) -> None:
+    table = "| code | title | amount_nok |\n|---|---|---|\n| 21 | | 100 |\n"
+    project = load_ir_projections(
+        _bundle(tmp_path / "b", table, base=100, frontmatter="unit: m2\n")
+    )
+    [line] = project.cost_lines
+    assert (line.title, line.unit) == ("", "m2")

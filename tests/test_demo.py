@@ -223,7 +223,7 @@ def test_the_learning_run_says_who_approved_what_it_learned_and_when(
     verdict = json.loads(next((ws / "inbox" / "verdicts").glob("*.json")).read_text("utf-8"))
     when = verdict["decided_at"][:10]
     assert (
-        f"- Learned from: `{verdict['id']}` (lillevik-school), approved by "
+        f"- Learned from: {verdict['id']} (lillevik-school), approved by "
         f"{verdict['reviewer']} on {when}" in report
     )
 

@@ -265,3 +265,20 @@ def test_import_then_export_gives_back_every_figure_of_the_source(
     exported = read_estimate(out / "nordvik.csv")
     got = {p.code: (p.quantity, p.unit, p.unit_price, p.amount) for p in exported.posts}
     assert got == want  # Decimal equality: the figures themselves, not their spelling
+
+
+def test_building_parts_that_slug_alike_never_share_a_file(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    from portfolio_optimiser.context.imports import Estimate
+    from portfolio_optimiser.context.imports.posts import Origin, Post
+
+    posts = tuple(
+        Post(
+            Origin("t.xml", row=i), f"01.2{i}.1", f"Post {i}", Decimal(100), ns3451=part, post=True
+        )
+        for i, part in enumerate(["2", "2 ", "21 fasade"])
+    )
+    estimate = Estimate("t", "T", "t.xml", "0" * 64, posts)
+    bundle = write_bundle(estimate, tmp_path)
+    assert len(load_ir_projections(bundle).cost_lines) == 3

@@ -18,7 +18,15 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.once import OnceReport, run_once
 from portfolio_optimiser.daemon.workspace import Workspace
 
-from .estimates import NS3459_POSTS, kalkyle_csv, kalkyle_xlsx, kuttliste_csv, ns3459_xml
+from .estimates import (
+    KUTTLISTE,
+    NS3459_POSTS,
+    kalkyle_csv,
+    kalkyle_xlsx,
+    kuttliste_csv,
+    lines,
+    ns3459_xml,
+)
 
 _TENDER_KUTTLISTE = "Nr;Tiltak;Postnr;Besparelse\n1;Enklere fasade;01.23.1;420 000 kr\n"
 _PROJECT = 'id = "nordvik-school"\nname = "Nordvik skole"\ncategory = "school"\n'
@@ -124,7 +132,9 @@ def test_each_source_dropped_as_it_is_runs_and_its_report_names_the_source_rows(
     report = _run(ws)
     assert [(r.kind, r.state) for r in report.results] == [("bundle", "done")]
     project = load_ir_projections(ws.bundles_projects / "nordvik-school")
-    assert project.measure_options and project.cost_lines
+    tender = "tilbud.xml" in rows[0]
+    assert len(project.measure_options) == (1 if tender else len(KUTTLISTE))
+    assert len(project.cost_lines) == (len(NS3459_POSTS) if tender else len(lines()))
     [run] = (ws.outbox / "runs" / "nordvik-school").iterdir()
     shown = (run / "report.md").read_text("utf-8")
     sources = shown.split("## Where the lines come from")[1].split("\n## ")[0]
@@ -240,3 +250,29 @@ def test_a_zip_of_the_estimates_folder_is_imported_too(tmp_path: Path) -> None:
         "kuttliste.csv, row 2",
         "kuttliste.csv, row 3",
     ]
+
+
+@pytest.mark.parametrize(
+    ("names", "chosen"),
+    [
+        (["Kuttliste.csv"], "Kuttliste.csv"),
+        (["nordvik-kuttliste.csv", "kuttliste.csv"], "nordvik-kuttliste.csv"),
+        (["a-kuttliste.csv", "b-kuttliste.csv"], None),
+    ],
+)
+def test_the_kuttliste_beside_an_estimate_is_found_by_its_name_in_any_case(
+    tmp_path: Path, names: list[str], chosen: str | None
+) -> None:
+    from portfolio_optimiser.context.imports import ImportRefused, read_estimate
+
+    folder = tmp_path / "drop"
+    estimate = kalkyle_csv(folder / "nordvik.csv")
+    for name in names:
+        kuttliste_csv(folder / name)
+    if chosen is None:
+        with pytest.raises(ImportRefused, match="has 2 kuttliste files beside it"):
+            read_estimate(estimate)
+        return
+    read = read_estimate(estimate)
+    assert {m.origin.file for m in read.measures} == {chosen}
+    assert len(read.measures) == len(KUTTLISTE)

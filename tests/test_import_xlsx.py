@@ -146,3 +146,35 @@ def test_unknown_headers_get_a_template_keyed_by_the_sheets_header_row(tmp_path:
     mapping = {"Kontonr": "code", "Navn": "title", "Beløp inkl. mva": "amount"}
     estimate = read_estimate(tmp_path / "ukjent.xlsx", mapping=mapping)
     assert [(p.code, p.amount) for p in estimate.posts] == [("21", 1000)]
+
+
+def test_a_stray_cell_far_beyond_the_estimate_is_refused_before_its_grid_is_read(
+    tmp_path: Path,
+) -> None:
+    from openpyxl import Workbook
+
+    from portfolio_optimiser.context.imports.xlsx_file import MAX_CELLS
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Konto", "Tekst", "Sum"])
+    sheet.append(["21", "Grunn", 1000])
+    sheet["ZZ20000"] = "x"
+    book.save(tmp_path / "stray.xlsx")
+    assert MAX_CELLS < 702 * 20000
+    with pytest.raises(ImportRefused, match=r"reaches cell ZZ20000 \(20000 rows × 702 columns"):
+        read_estimate(tmp_path / "stray.xlsx")
+
+
+def test_a_malformed_cell_reference_is_a_damaged_workbook_not_a_crash(tmp_path: Path) -> None:
+    whole = kalkyle_xlsx(tmp_path / "whole.xlsx")
+    broken = tmp_path / "broken.xlsx"
+    with zipfile.ZipFile(whole) as source, zipfile.ZipFile(broken, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet2.xml":
+                data = data.replace(b'<row r="4"', b'<row r="x4"', 1)
+            target.writestr(info, data)
+    with pytest.raises(ImportRefused, match="is damaged or not a workbook"):
+        read_estimate(broken)

@@ -294,5 +294,9 @@ def test_two_commas_in_a_row_are_not_called_a_trailing_comma() -> None:
     text = '{"id": "c-0123456789abcdef", "decision": null,, "reviewer": "K"}'
     with pytest.raises(VerdictError) as refused:
         parse_verdict(text.encode(), "v.json")
-    assert "line 1, column 47: two commas in a row; remove one" in str(refused.value)
+    assert "line 1, column 47: a second comma here; remove one of the two" in str(refused.value)
     assert "trailing" not in str(refused.value)
+    text = '{"id": "c-0123456789abcdef",\n  , "decision": "approved"}'
+    with pytest.raises(VerdictError) as refused:
+        parse_verdict(text.encode(), "v.json")
+    assert "line 2, column 3: a second comma here" in str(refused.value)

@@ -19,7 +19,7 @@ from .candidates import kuttliste_candidates
 from .decisions import Accepted
 from .ir import read_ir
 from .models import CostLine, MeasureOption, Project
-from .validator import ARITHMETIC_TOLERANCE_NOK, validate_candidates
+from .validator import line_tolerance, validate_candidates
 from .vocabulary import (
     MEASURE_TYPES,
     known_measure_type,
@@ -53,8 +53,7 @@ def _line_problems(line: CostLine, units: tuple[str, ...]) -> list[tuple[str, st
     found = []
     if line.quantity is not None and line.unit_price_nok is not None:
         product = _dec(line.quantity) * _dec(line.unit_price_nok)
-        slack = ARITHMETIC_TOLERANCE_NOK + abs(_dec(line.quantity)) * Decimal("0.005")
-        if abs(product - _dec(line.amount_nok)) > slack:
+        if abs(product - _dec(line.amount_nok)) > line_tolerance(line.quantity):
             found.append(
                 f"{_where(line)} field amount_nok: {line.amount_nok} but quantity × unit price "
                 f"is {line.quantity} × {line.unit_price_nok} = {product.normalize():f}; correct "

@@ -4,8 +4,8 @@ A priced tender has thousands of posts; one file per post is slow to write and r
 more than a bundle may hold, and a planner reads a building part's posts as one table anyway.
 The body's first pipe table is read: its header names cost-line fields (``code``, ``title``,
 ``amount_nok``, ``quantity``, ``unit``, ``unit_price_nok``, ``ns3451``, ``ns3420``, ``post``,
-``imported_from``…), each row is one line. A field the frontmatter gives (``post: true``) holds
-for every row that leaves it empty. Figures are plain numbers, as in a cost-line's frontmatter.
+``imported_from``…), each row is one line. The frontmatter may give ``post``, ``unit``,
+``ns3451`` or ``ns3420`` for every row that leaves it empty. Figures are plain numbers, as in a cost-line's frontmatter.
 Every problem is named with its file line and column, all at once. Pure.
 """
 
@@ -20,9 +20,14 @@ from pydantic import ValidationError
 from .frontmatter import Concept
 from .models import CostLine
 
-__all__ = ["TABLE_FIELDS", "cost_table_lines", "table_cell", "table_row"]
+__all__ = ["DEFAULTS", "MAX_ROWS", "TABLE_FIELDS", "cost_table_lines", "table_cell", "table_row"]
 
 TABLE_FIELDS: Final = tuple(k for k in CostLine.model_fields if k != "source")
+DEFAULTS: Final = frozenset({"unit", "ns3451", "ns3420", "post"})
+"""The fields a table's frontmatter may give for every row: never its title, which names the
+table, nor a code or a figure, which are each line's own."""
+MAX_ROWS: Final = 10_000
+"""Rows of one table: an import writes 500 a file; more is a bundle to split."""
 _FIGURES: Final = frozenset(
     {"amount_nok", "quantity", "unit_price_nok", "min_nok", "likely_nok", "max_nok"}
 )
@@ -104,7 +109,7 @@ def cost_table_lines(concept: Concept) -> tuple[list[CostLine], list[str], set[s
     """The cost lines of a ``type: cost-lines`` concept, a sentence for every problem, and every
     code a row names (sound or not)."""
     rel = concept.rel
-    defaults = {k: v for k, v in concept.frontmatter.items() if k in TABLE_FIELDS}
+    defaults = {k: v for k, v in concept.frontmatter.items() if k in DEFAULTS}
     rows = list(_table(concept.body))
     if not rows:
         return (
@@ -124,6 +129,12 @@ def cost_table_lines(concept: Concept) -> tuple[list[CostLine], list[str], set[s
     ]
     if problems:
         return [], problems, set()
+    if len(body) > MAX_ROWS:
+        too_many = (
+            f"{rel}: {len(body)} rows, more than the {MAX_ROWS} a table may hold; split it into "
+            "several files"
+        )
+        return [], [too_many], set()
     lines: list[CostLine] = []
     named: set[str] = set()
     for at, cells in body:

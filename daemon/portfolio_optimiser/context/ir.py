@@ -46,6 +46,8 @@ _PROJECT_KEYS = (
 )
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
 _MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})
+MAX_COST_LINES = 100_000
+"""Cost lines of one bundle (a 20 000-post tender is large): each is an object in memory."""
 _NUMBER_HINT = "write a plain number without spaces or thousands separators, e.g. 12480000"
 
 
@@ -150,6 +152,12 @@ def read_ir(root: Path, *, known_types: Iterable[str] = ()) -> IRRead:
             named.add(str(concept.frontmatter.get("code", "")))
             lines.extend(_build(CostLine, concept, _COST_LINE_KEYS, problems))
         elif kind == "cost-lines":
+            if len(lines) > MAX_COST_LINES:
+                problems.append(
+                    (rel, f"{rel}: the bundle has more than {MAX_COST_LINES} cost lines; split "
+                     "the project")
+                )  # fmt: skip
+                break
             table, found, codes = cost_table_lines(concept)
             named |= codes
             lines.extend(table)

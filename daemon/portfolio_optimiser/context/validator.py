@@ -29,10 +29,24 @@ from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, R
 from .models import Candidate, Money, Project
 from .reference import LINK_PREFIX, ProjectReferences, check_reference
 
-__all__ = ["ARITHMETIC_TOLERANCE_NOK", "validate_candidate", "validate_candidates"]
+__all__ = [
+    "ARITHMETIC_TOLERANCE_NOK",
+    "UNIT_PRICE_ROUNDING",
+    "line_tolerance",
+    "validate_candidate",
+    "validate_candidates",
+]
 
 ARITHMETIC_TOLERANCE_NOK = Decimal("0.5")
 """Rounding to whole kroner is ordinary practice; anything beyond it is an arithmetic error."""
+UNIT_PRICE_ROUNDING = Decimal("0.005")
+"""A unit price written to the øre is off by at most half an øre a unit."""
+
+
+def line_tolerance(quantity: Money) -> Decimal:
+    """How far quantity × unit price may stand from a line's amount: the amount rounded to the
+    krone, the unit price to the øre (what an estimating tool's export does)."""
+    return ARITHMETIC_TOLERANCE_NOK + abs(_dec(quantity)) * UNIT_PRICE_ROUNDING
 
 
 _PRECISION = Context(prec=60)
@@ -196,7 +210,7 @@ def _arithmetic(candidate: Candidate, codes: tuple[str, ...], project: Project) 
             continue
         product = _dec(line.quantity) * _dec(line.unit_price_nok)
         figures[f"line_{code}_recomputed_nok"] = _nok(product)
-        if abs(product - _dec(line.amount_nok)) > ARITHMETIC_TOLERANCE_NOK:
+        if abs(product - _dec(line.amount_nok)) > line_tolerance(line.quantity):
             return _failed(
                 Rule.ARITHMETIC,
                 f"cost line {code} says {line.amount_nok} NOK but {line.quantity} × "

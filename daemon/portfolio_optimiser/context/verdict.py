@@ -163,7 +163,10 @@ def _json_problem(text: str, exc: json.JSONDecodeError) -> str:
         line = text.count("\n", 0, comma) + 1
         column = comma - (text.rfind("\n", 0, comma) + 1) + 1
         if after.startswith(","):
-            return f"line {line}, column {column + 1}: two commas in a row; remove one"
+            second = exc.pos + (len(text) - exc.pos - len(after))
+            line = text.count("\n", 0, second) + 1
+            column = second - (text.rfind("\n", 0, second) + 1) + 1
+            return f"line {line}, column {column}: a second comma here; remove one of the two"
         if after.startswith(("}", "]")):
             return (
                 f"line {line}, column {column}: trailing comma after the last item; remove "

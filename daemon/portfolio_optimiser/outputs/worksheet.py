@@ -67,17 +67,22 @@ def code_label(code: str, result: RunResult) -> str:
     return f"{code} {name}" if name else code
 
 
-def _when(decided: Decided) -> str:
-    return f" on {md(decided.decided_at[:10])}" if decided.decided_at else ""
+def _when(decided: Decided, red: Redactor) -> str:
+    when = red.text(decided.decided_at[:10], "a verdict's date") if decided.decided_at else ""
+    return f" on {md(when)}" if when else ""
 
 
 def decided_text(
     candidate: Candidate, decided: Decided, red: Redactor, *, claim: bool = True
 ) -> str:
     """``approved by KE on 2026-12-01, at 900 000 NOK ⚠ above the claim`` (markdown-safe)."""
-    verb = "approved" if decided.decision in _APPROVING else md(decided.decision)
+    verb = (
+        "approved"
+        if decided.decision in _APPROVING
+        else md(red.text(decided.decision, "a decision"))
+    )
     who = md(red.text(decided.reviewer, f"the reviewer of {candidate.id}"))
-    text = f"{verb} by {who}{_when(decided)}"
+    text = f"{verb} by {who}{_when(decided, red)}"
     if decided.adjusted_saving_nok is not None:
         text += f", at {format_nok(decided.adjusted_saving_nok)} NOK"
         above = Decimal(str(decided.adjusted_saving_nok)) > Decimal(
@@ -164,7 +169,7 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
     if source is not None:
         where_from = f" ({md(red.text(source.project_id, where))})" if source.project_id else ""
         out.append(
-            f"- Learned from: `{md(source.candidate_id)}`{where_from}, "
+            f"- Learned from: {md(red.text(source.candidate_id, where))}{where_from}, "
             f"{decided_text(cand, source, red, claim=False)}"
         )
     decided = result.decided.get(cand.id)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Final
 
 from .numbers import NumberFormat, NumberRefused, parse_number
-from .posts import Measure, Origin, Post, Problem
+from .posts import ImportRefused, Measure, Origin, Post, Problem
 from .tabular import HEADER_ROWS, Cell, normalise_header
 
 __all__ = [
@@ -69,15 +69,34 @@ def is_kuttliste_name(name: str) -> bool:
 
 
 def kuttliste_beside(path: Path) -> Path | None:
-    """The kuttliste file beside an estimate: ``<name>-kuttliste.<ext>``, else ``kuttliste.<ext>``."""
-    for ext in (".csv", ".xlsx"):
-        for candidate in (
-            path.with_name(f"{path.stem}-kuttliste{ext}"),
-            path.with_name(f"kuttliste{ext}"),
-        ):
-            if candidate.is_file() and candidate != path:
-                return candidate
-    return None
+    """The kuttliste file beside an estimate: its own (``<name>-kuttliste``), else the one file
+    named as a kuttliste (any case: ``Kuttliste.xlsx``); refused when that is not one file."""
+    found = sorted(
+        p
+        for p in path.parent.iterdir()
+        if p.is_file()
+        and p != path
+        and p.suffix.lower() in (".csv", ".xlsx")
+        and is_kuttliste_name(p.name)
+    )
+    own = [
+        p for p in found if normalise_header(p.stem) == normalise_header(f"{path.stem}kuttliste")
+    ]
+    chosen = own or found
+    if len(chosen) > 1:
+        names = ", ".join(p.name for p in chosen)
+        raise ImportRefused(
+            path.name,
+            [
+                Problem(
+                    Origin(path.name),
+                    None,
+                    f"has {len(chosen)} kuttliste files beside it ({names}); keep one, or name "
+                    f"its own {path.stem}-kuttliste{chosen[0].suffix}",
+                )
+            ],
+        )
+    return chosen[0] if chosen else None
 
 
 def kuttliste_header(

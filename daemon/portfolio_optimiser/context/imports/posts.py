@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from portfolio_optimiser.context.cost_table import table_row
 from portfolio_optimiser.context.ns3451 import ns3451_name
+from portfolio_optimiser.context.validator import UNIT_PRICE_ROUNDING
 from portfolio_optimiser.errors import UserError
 
 __all__ = [
@@ -106,7 +107,7 @@ def sum_problem(
     if amount is None or quantity is None or unit_price is None:
         return None
     product = quantity * unit_price
-    if abs(product - amount) <= abs(quantity) * Decimal("0.005") + sum_rounding:
+    if abs(product - amount) <= abs(quantity) * UNIT_PRICE_ROUNDING + sum_rounding:
         return None
     return Problem(
         origin,
@@ -236,7 +237,8 @@ def _part(post: Post) -> str:
     """The table a line goes into: a post's building part (else its post number's chapter); an
     account's part one level up (21 and 23 under 2; 231 and 236 under 23)."""
     if post.post:
-        return post.ns3451.strip()[:2] if post.ns3451 else post.code.split(".")[0]
+        part = re.match(r"\d{1,2}", post.ns3451.strip()) if post.ns3451 else None
+        return part.group(0) if part else post.code.split(".")[0]
     code = post.code.split(".")[0]
     return (
         code[: min(2, max(1, len(code) - 1))] if code.isdigit() and "." not in post.code else code
@@ -318,6 +320,10 @@ def bundle_files_of(estimate: Estimate) -> dict[str, str]:
     for part, posts in parts.items():
         for n, chunk in enumerate(_chunks(posts), start=1):
             rel = f"cost/{_slug(part)}{f'-{n}' if n > 1 else ''}.md"
+            tries = 1
+            while rel in files:  # two parts that slug alike ("2" and "2 "): never one file
+                tries += 1
+                rel = f"cost/{_slug(part)}-{n}-{tries}.md"
             title = _table_title(part, n, chunk)
             files[rel] = _cost_table(title, chunk, manifest)
             links.append(f"* [{title}]({rel})")

@@ -38,10 +38,19 @@ from .tabular import (
 )
 from .xlsx_sheet import SheetFacts, column_letter, sheet_facts
 
-__all__ = ["MAX_RATIO", "MAX_UNCOMPRESSED_BYTES", "read_xlsx_estimate", "read_xlsx_kuttliste"]
+__all__ = [
+    "MAX_CELLS",
+    "MAX_RATIO",
+    "MAX_UNCOMPRESSED_BYTES",
+    "read_xlsx_estimate",
+    "read_xlsx_kuttliste",
+]
 
 MAX_UNCOMPRESSED_BYTES: Final = 512 * 1024 * 1024
 """A 20 000-row kalkyle expands to some 30 MB of sheet XML; this is far beyond any real one."""
+MAX_CELLS: Final = 5_000_000
+"""A sheet's extent (last row × last column): its values are read into a grid that size, so a
+stray cell at XFD1048576 in a 6 KB file must be refused before it is read, not after."""
 MAX_RATIO: Final = 200
 """Sheet XML compresses 10-30 times; a member a thousand times smaller than it expands is a bomb."""
 _OLE: Final = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -106,16 +115,17 @@ class _Sheet:
     merged: list[tuple[tuple[int, int], tuple[int, int]]]
 
 
-def _fill_merged_header(sheet: _Sheet) -> list[str]:
+def _fill_merged_header(sheet: _Sheet, last_row: int) -> list[str]:
     """A header cell merged down over two rows holds its text in its first row only: it is read
-    in every row it covers (among the rows the header is looked for in), so a two-row header
-    reads as one."""
+    in every row it covers, so a two-row header reads as one. Only merges that end by
+    ``last_row`` (0-based: the header found, or the row below it) are filled: a merge among the
+    lines is the lines' own, and filling it would copy a code or an amount."""
     filled = []
     for (top, left), (bottom, right) in sorted(sheet.merged):
-        if top >= HEADER_ROWS or bottom == top or top >= len(sheet.rows):
+        if bottom == top or bottom > last_row or bottom >= len(sheet.rows):
             continue
         text = sheet.rows[top][left] if left < len(sheet.rows[top]) else ""
-        for r in range(top + 1, min(bottom, HEADER_ROWS - 1, len(sheet.rows) - 1) + 1):
+        for r in range(top + 1, bottom + 1):
             row = sheet.rows[r]
             row.extend([""] * (right + 1 - len(row)))
             for c in range(left, right + 1):
@@ -130,10 +140,22 @@ def _sheets(path: Path, name: str) -> list[_Sheet]:
         with zipfile.ZipFile(path) as archive:
             facts = sheet_facts(archive)
         book = CalamineWorkbook.from_path(str(path))
-    except (CalamineError, KeyError, etree.XMLSyntaxError, zipfile.BadZipFile) as exc:
+    except (CalamineError, KeyError, ValueError, etree.XMLSyntaxError, zipfile.BadZipFile) as exc:
         raise _refuse(
             name, f"is damaged or not a workbook ({exc}); save it again as .xlsx and import it"
         ) from None
+    wide = [(n, f) for n, f in facts.items() if f.cells > MAX_CELLS]
+    if wide:
+        sheet, far = wide[0]
+        book.close()
+        raise _refuse(
+            name,
+            f"sheet {sheet!r} reaches cell {column_letter(far.columns - 1)}{far.rows} "
+            f"({far.rows} rows × {far.columns} columns, past the {MAX_CELLS:,} cells a kalkyle "
+            "may span); delete what stands far beyond the estimate and save it again".replace(
+                ",", " "
+            ),
+        )
     try:
         sheets = []
         for meta in book.sheets_metadata:
@@ -225,12 +247,13 @@ def read_xlsx_estimate(
     first_header: list[str] = []
     kuttliste: list[tuple[_Sheet, int, dict[str, int]]] = []
     for sheet in _sheets(path, name):
-        merged = _fill_merged_header(sheet)
         found = kuttliste_header(sheet.rows, named=is_kuttliste_name(sheet.name))
         if found is not None:
             kuttliste.append((sheet, *found))
             how.append(f"Sheet {sheet.name!r}: a kuttliste, header on row {found[0] + 1}.")
             continue
+        first = header_row(sheet.rows, mapping)
+        merged = _fill_merged_header(sheet, HEADER_ROWS - 1 if first is None else first + 1)
         header_at = header_row(sheet.rows, mapping)
         if header_at is None:
             # The template's keys: the row most like a header (most text cells) of any sheet.

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from .kuttliste import kuttliste_header, measures_of
+from .kuttliste import NOT_A_KUTTLISTE, read_kuttliste
 from .numbers import detect_format
 from .posts import Estimate, ImportRefused, Measure, Origin, Post, Problem, estimate_of
 from .tabular import HEADER_ROWS, columns_of, header_row, posts_of, template_of
@@ -78,32 +78,20 @@ def read_csv_kuttliste(path: Path, posts: Sequence[Post]) -> tuple[list[Measure]
     """The measures of a kuttliste csv beside an estimate, and how it was read; raises
     :class:`ImportRefused` with every problem of it."""
     rows, encoding, delimiter = _rows(path.read_bytes(), path.name)
-    found = kuttliste_header(rows, named=True)
-    if found is None:
-        raise ImportRefused(
-            path.name,
-            [
-                Problem(
-                    Origin(path.name, row=1),
-                    None,
-                    "is named as a kuttliste but no row names a measure (Tiltak), the lines it "
-                    "touches (Konto) and its saving (Besparelse); add those headers",
-                )
-            ],
-        )
-    at, columns = found
-    body = [(Origin(path.name, row=at + 2 + i), row) for i, row in enumerate(rows[at + 1 :])]
-    saving = columns["saving"]
-    fmt = detect_format(
-        (r[saving] for _o, r in body if saving < len(r) and r[saving].strip()),
+    read = read_kuttliste(
+        rows,
+        lambda n: Origin(path.name, row=n),
+        posts,
+        named=True,
         comma_by_default=delimiter == ";",
     )
-    measures, problems = measures_of(body, columns, rows[at], fmt, posts)
-    if problems:
-        raise ImportRefused(path.name, problems)
-    return measures, (
-        f"Kuttliste {path.name} ({encoding}, header on row {at + 1}): {len(measures)} item(s) "
-        "imported."
+    if read is None:
+        raise ImportRefused(path.name, [Problem(Origin(path.name, row=1), None, NOT_A_KUTTLISTE)])
+    if read.problems:
+        raise ImportRefused(path.name, read.problems)
+    return read.measures, (
+        f"Kuttliste {path.name} ({encoding}, header on row {read.header_at + 1}): "
+        f"{len(read.measures)} item(s) imported."
     )
 
 

@@ -11,23 +11,31 @@ given. A measure touching no line of the estimate is a problem, named with its r
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Final
 
-from .numbers import NumberFormat, NumberRefused, parse_number
+from .numbers import NumberFormat, NumberRefused, detect_format, parse_number
 from .posts import ImportRefused, Measure, Origin, Post, Problem
 from .tabular import HEADER_ROWS, Cell, normalise_header
 
 __all__ = [
+    "NOT_A_KUTTLISTE",
     "UNTYPED",
+    "KuttlisteRead",
     "is_kuttliste_name",
     "kuttliste_beside",
     "kuttliste_header",
     "measures_of",
+    "read_kuttliste",
 ]
 
+NOT_A_KUTTLISTE: Final = (
+    "is named as a kuttliste but no row names a measure (Tiltak), the lines it touches (Konto) "
+    "and its saving (Besparelse); add those headers"
+)
 UNTYPED: Final = "unspecified"
 """The type of a measure whose kuttliste has no type column: learning groups it with its kind."""
 _NAMES: Final = frozenset(
@@ -195,3 +203,36 @@ def measures_of(
             )
         )
     return measures, problems
+
+
+@dataclass(frozen=True)
+class KuttlisteRead:
+    header_at: int
+    """0-based row of its header."""
+    measures: list[Measure]
+    problems: list[Problem]
+
+
+def read_kuttliste(
+    rows: Sequence[Sequence[Cell]],
+    where: Callable[[int], Origin],
+    posts: Sequence[Post],
+    *,
+    named: bool,
+    comma_by_default: bool,
+) -> KuttlisteRead | None:
+    """A sheet's or a file's rows as a kuttliste (``where`` gives a 1-based row's origin), or
+    None when no row is its header. Figures written as text are read in the format its savings
+    column shows."""
+    found = kuttliste_header(rows, named=named)
+    if found is None:
+        return None
+    at, columns = found
+    body = [(where(n), row) for n, row in enumerate(rows[at + 1 :], start=at + 2)]
+    saving = columns["saving"]
+    texts = [r[saving] for _o, r in body if saving < len(r) and isinstance(r[saving], str)]
+    fmt = detect_format(
+        (str(t) for t in texts if str(t).strip()), comma_by_default=comma_by_default
+    )
+    measures, problems = measures_of(body, columns, rows[at], fmt, posts)
+    return KuttlisteRead(at, measures, problems)

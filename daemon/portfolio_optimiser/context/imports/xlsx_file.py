@@ -23,7 +23,13 @@ from lxml import etree
 from python_calamine import CalamineError, CalamineWorkbook
 
 from .csv_file import MappingNeeded
-from .kuttliste import is_kuttliste_name, kuttliste_header, measures_of
+from .kuttliste import (
+    NOT_A_KUTTLISTE,
+    KuttlisteRead,
+    is_kuttliste_name,
+    kuttliste_header,
+    read_kuttliste,
+)
 from .numbers import detect_format
 from .posts import Estimate, ImportRefused, Measure, Origin, Post, Problem, estimate_of
 from .tabular import (
@@ -198,34 +204,33 @@ def _unsaved(name: str, sheet: _Sheet, number: int, columns: Columns) -> list[Pr
     ]
 
 
+def _kuttliste_of(
+    sheet: _Sheet, name: str, posts: Sequence[Post], *, named: bool
+) -> KuttlisteRead | None:
+    return read_kuttliste(
+        sheet.rows,
+        lambda n: Origin(name, row=n, sheet=sheet.name),
+        posts,
+        named=named,
+        comma_by_default=True,
+    )
+
+
 def read_xlsx_kuttliste(path: Path, posts: Sequence[Post]) -> tuple[list[Measure], str]:
     """The measures of a kuttliste workbook beside an estimate (its first sheet that is one), and
     how it was read; raises :class:`ImportRefused` with every problem of it."""
     _check_zip(path, path.name)
     for sheet in _sheets(path, path.name):
-        found = kuttliste_header(sheet.rows, named=True)
-        if found is None:
+        read = _kuttliste_of(sheet, path.name, posts, named=True)
+        if read is None:
             continue
-        at, columns = found
-        rows = [
-            (Origin(path.name, row=n, sheet=sheet.name), cells)
-            for n, cells in enumerate(sheet.rows[at + 1 :], start=at + 2)
-        ]
-        saving = columns["saving"]
-        texts = [str(r[saving]) for _o, r in rows if saving < len(r) and isinstance(r[saving], str)]
-        fmt = detect_format((t for t in texts if t.strip()), comma_by_default=True)
-        measures, problems = measures_of(rows, columns, sheet.rows[at], fmt, posts)
-        if problems:
-            raise ImportRefused(path.name, problems)
-        return measures, (
-            f"Kuttliste {path.name}, sheet {sheet.name!r} (header on row {at + 1}): "
-            f"{len(measures)} item(s) imported."
+        if read.problems:
+            raise ImportRefused(path.name, read.problems)
+        return read.measures, (
+            f"Kuttliste {path.name}, sheet {sheet.name!r} (header on row {read.header_at + 1}): "
+            f"{len(read.measures)} item(s) imported."
         )
-    raise _refuse(
-        path.name,
-        "is named as a kuttliste but no sheet names a measure (Tiltak), the lines it touches "
-        "(Konto) and its saving (Besparelse); add those headers",
-    )
+    raise _refuse(path.name, NOT_A_KUTTLISTE)
 
 
 def read_xlsx_estimate(
@@ -245,11 +250,11 @@ def read_xlsx_estimate(
     problems: list[Problem] = []
     how: list[str] = []
     first_header: list[str] = []
-    kuttliste: list[tuple[_Sheet, int, dict[str, int]]] = []
+    kuttliste: list[_Sheet] = []
     for sheet in _sheets(path, name):
         found = kuttliste_header(sheet.rows, named=is_kuttliste_name(sheet.name))
         if found is not None:
-            kuttliste.append((sheet, *found))
+            kuttliste.append(sheet)
             how.append(f"Sheet {sheet.name!r}: a kuttliste, header on row {found[0] + 1}.")
             continue
         first = header_row(sheet.rows, mapping)
@@ -307,14 +312,11 @@ def read_xlsx_estimate(
     posts, row_problems, skipped = posts_of(body, fmt)
     problems += row_problems
     measures = []
-    for sheet, at, columns_at in kuttliste:
-        rows = [
-            (Origin(name, row=n, sheet=sheet.name), cells)
-            for n, cells in enumerate(sheet.rows[at + 1 :], start=at + 2)
-        ]
-        found_measures, found_problems = measures_of(rows, columns_at, sheet.rows[at], fmt, posts)
-        measures += found_measures
-        problems += found_problems
+    for sheet in kuttliste:
+        read = _kuttliste_of(sheet, name, posts, named=is_kuttliste_name(sheet.name))
+        if read is not None:
+            measures += read.measures
+            problems += read.problems
     if problems:
         raise ImportRefused(name, problems)
     how = [

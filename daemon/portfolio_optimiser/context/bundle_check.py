@@ -61,12 +61,17 @@ def _line_problems(line: CostLine, units: tuple[str, ...]) -> list[tuple[str, st
             )
     if line.quantity is not None and not line.unit:
         found.append(f"{_where(line)} field unit: a quantity without a unit; write it (m2, stk…)")
-    if line.unit and not known_unit(line.unit, units):
-        found.append(
-            f"{_where(line)} field unit: {line.unit!r} is not a unit of the vocabulary; write "
-            f"one of {unit_vocabulary()}, or add yours to the config's [bundles] units"
-        )
+    found += _unknown_unit(_where(line), line.unit, units)
     return [(line.source, sentence) for sentence in found]
+
+
+def _unknown_unit(where: str, unit: str | None, units: tuple[str, ...]) -> list[str]:
+    if not unit or known_unit(unit, units):
+        return []
+    return [
+        f"{where} field unit: {unit!r} is not a unit of the vocabulary; write one of "
+        f"{unit_vocabulary()}, or add yours to the config's [bundles] units"
+    ]
 
 
 def _option_problems(
@@ -99,11 +104,7 @@ def _option_problems(
                     f"{where} field unit: {option.unit!r}, but line {code} is measured in "
                     f"{line.unit!r}; a measure's quantity is of its line's unit"
                 )
-    if option.unit and not known_unit(option.unit, units):
-        found.append(
-            f"{where} field unit: {option.unit!r} is not a unit of the vocabulary; write one of "
-            f"{unit_vocabulary()}, or add yours to the config's [bundles] units"
-        )
+    found += _unknown_unit(where, option.unit, units)
     return [(option.source, sentence) for sentence in found]
 
 

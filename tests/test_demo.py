@@ -226,6 +226,10 @@ def test_the_learning_run_says_who_approved_what_it_learned_and_when(
         f"- Learned from: {verdict['id']} (lillevik-school), approved by "
         f"{verdict['reviewer']} on {when}" in report
     )
+    # No model ran: the report must not say a proposer's prompt carried the block.
+    taught = report.split("## What experts taught this run")[1].split("\n## ")[0]
+    assert "No model was asked in this run; had one been" in taught
+    assert "The proposer's prompt carried" not in taught
 
 
 @pytest.mark.loadbearing

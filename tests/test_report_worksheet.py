@@ -70,6 +70,10 @@ def test_each_candidate_shows_its_line_its_working_consequence_and_decision_poin
     assert "- Decide by: 2027-04-15, before the facade drawings are frozen" in windows
     assert "- Verdict: awaiting a verdict" in windows
     assert "| 02.3 Yttervegger |" in report
+    template = _templates(run)["Standard window sizes"]["candidate"]
+    assert template["consequence"].startswith("Fewer window formats")
+    assert template["decide_by"].startswith("2027-04-15")
+    assert "proposal_rationale" not in template
 
 
 @pytest.mark.loadbearing

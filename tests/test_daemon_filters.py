@@ -184,34 +184,6 @@ def test_the_daemons_own_error_reports_are_ignored(
     assert not inbox_filter.is_bundle_candidate(report)
 
 
-@pytest.mark.loadbearing
-def test_extra_patterns_extend_the_defaults_and_never_replace_them(tmp_path: Path) -> None:
-    extended = InboxFilter([r"draft-.*", r".*\.bak\.json"])
-    assert extended.is_junk("draft-verdict.json")
-    assert extended.is_junk("v.bak.json")
-    assert extended.is_junk("4913")
-    assert extended.is_junk(".DS_Store")
-    assert not extended.is_junk("verdict.json")
-    assert not InboxFilter().is_junk("draft-verdict.json")
-    assert extended.extra_deny_patterns == (r"draft-.*", r".*\.bak\.json")
-
-
-def test_an_invalid_extra_pattern_is_a_sentence_naming_it() -> None:
-    with pytest.raises(ValueError, match=r"'\(unclosed'.*not a valid regular expression"):
-        InboxFilter(["(unclosed"])
-
-
-def test_describe_names_the_shapes_and_the_extra_patterns() -> None:
-    text = InboxFilter(["draft-.*"]).describe()
-    assert "index.md" in text
-    assert "*.zip" in text and "*.tar.gz" in text and "*.tgz" in text
-    assert "*.json" in text
-    assert "symlinks" in text
-    assert f"{len(DENY_PATTERNS)} built-in" in text
-    assert "draft-.*" in text
-    assert "extra" not in InboxFilter().describe()
-
-
 @pytest.mark.parametrize(
     ("event", "expected"),
     [

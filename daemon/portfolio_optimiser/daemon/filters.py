@@ -72,16 +72,7 @@ DENY_PATTERNS: Final[tuple[str, ...]] = (
 
 
 def _compile(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
-    compiled: list[re.Pattern[str]] = []
-    for pattern in patterns:
-        try:
-            compiled.append(re.compile(pattern, re.IGNORECASE))
-        except re.error as exc:
-            raise ValueError(
-                f"ignore pattern {pattern!r} is not a valid regular expression ({exc}); "
-                "fix or remove it in the [daemon] configuration"
-            ) from None
-    return tuple(compiled)
+    return tuple(re.compile(pattern, re.IGNORECASE) for pattern in patterns)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -100,13 +91,8 @@ def _has_suffix(name: str, suffixes: tuple[str, ...]) -> bool:
 class InboxFilter:
     """Answers "is this entry an input, and of which kind?" from its name and one ``lstat``."""
 
-    def __init__(self, extra_deny_patterns: Iterable[str] = ()) -> None:
-        self._extra: Final = tuple(extra_deny_patterns)
-        self._deny: Final = _compile((*DENY_PATTERNS, *self._extra))
-
-    @property
-    def extra_deny_patterns(self) -> tuple[str, ...]:
-        return self._extra
+    def __init__(self) -> None:
+        self._deny: Final = _compile(DENY_PATTERNS)
 
     def is_junk(self, name: str) -> bool:
         """True for a name the daemon never treats as an input, whatever it contains."""
@@ -134,16 +120,6 @@ class InboxFilter:
             return False
         info = _lstat(path)
         return info is not None and stat.S_ISREG(info.st_mode)
-
-    def describe(self) -> str:
-        """One line for ``status`` and ``doctor``: what is accepted and what is ignored."""
-        extra = f" + {len(self._extra)} extra ({', '.join(self._extra)})" if self._extra else ""
-        return (
-            f"bundles: folders with {BUNDLE_INDEX} at their root, "
-            f"{', '.join('*' + s for s in BUNDLE_SUFFIXES)}; "
-            f"verdicts: {', '.join('*' + s for s in VERDICT_SUFFIXES)}; "
-            f"never symlinks; ignoring {len(DENY_PATTERNS)} built-in name patterns{extra}"
-        )
 
 
 def top_level_entry(inbox: Path, path: Path | str) -> Path | None:

@@ -20,6 +20,8 @@ from watchdog import events
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers.polling import PollingObserver
 
+from .filters import top_level_entry
+
 __all__ = ["NETWORK_FILESYSTEMS", "Hint", "InboxWatcher", "filesystem_type"]
 
 _log = logging.getLogger(__name__)
@@ -102,7 +104,7 @@ class _Handler(FileSystemEventHandler):
                 path = os.fsdecode(raw) if raw else ""
                 if not path:
                     continue
-                entry = _top_level(self.inbox, Path(path))
+                entry = top_level_entry(self.inbox, path)
                 if entry is not None:
                     is_move_target = moved and event.event_type == "moved"
                     self.hints.put(
@@ -110,14 +112,6 @@ class _Handler(FileSystemEventHandler):
                     )
         except Exception:  # the handler never raises: a raise kills the observer thread
             _log.exception("watcher hint dropped; the periodic rescan will find it")
-
-
-def _top_level(inbox: Path, path: Path) -> Path | None:
-    try:
-        relative = path.relative_to(inbox)
-    except ValueError:
-        return None
-    return inbox / relative.parts[0] if relative.parts else None
 
 
 class InboxWatcher:

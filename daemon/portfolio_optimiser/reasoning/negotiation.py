@@ -33,7 +33,6 @@ __all__ = [
     "LADDERS",
     "Feature",
     "Terms",
-    "check_advisor_options",
     "negotiated",
     "refused_by",
     "step_down",
@@ -58,17 +57,6 @@ class Terms:
 
     def value(self, feature: Feature) -> str:
         return self.output_mode if feature == "output_mode" else self.cap_field
-
-
-def check_advisor_options(options: Mapping[str, object]) -> list[str]:
-    """One sentence per negotiable option that holds a value no ladder knows."""
-    problems = []
-    for feature, key in CONFIG_KEYS.items():
-        value = options.get(key, AUTO)
-        allowed = (AUTO, *LADDERS[feature])
-        if value not in allowed:
-            problems.append(f"options.{key} is {value!r}; write one of {', '.join(allowed)}")
-    return problems
 
 
 def _configured(advisor: Advisor, feature: Feature) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -55,6 +56,19 @@ def publish_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: in
 def publish_text(path: Path, text: str, *, exclusive: bool = False) -> None:
     """``publish_atomic`` for UTF-8 text with ``\\n`` line ends."""
     publish_atomic(path, text.encode("utf-8"), exclusive=exclusive)
+
+
+def publish_tree(target: Path, files: Mapping[str, str], *, staging: Path) -> Path:
+    """The folder ``target``, with ``files``, whole or not at all: written under ``staging`` (a
+    sibling nobody reads), flushed, then renamed into place; ``staging`` never outlives it."""
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        write_tree(staging, files)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    fsync_dir(target.parent)
+    return target
 
 
 def write_tree(folder: Path, files: Mapping[str, str]) -> None:

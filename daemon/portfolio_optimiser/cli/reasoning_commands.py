@@ -234,9 +234,7 @@ def status(args: argparse.Namespace) -> int:
             word = "recovering" if state.recovering else str(state.status)
             say(f"  advisor {state.advisor}: {word} — {state.reason}")
     if report.is_file():
-        say(
-            f"portfolio: {report.relative_to(workspace) if report.is_relative_to(workspace) else report}"
-        )
+        say("portfolio: outbox/portfolio.md")
     for path, why in loaded.unreadable:
         say(f"  unreadable record {path}: {why}")
     if args.reasoning or args.task:

@@ -1,7 +1,7 @@
 """What ``check-bundle`` promises: every problem of a bundle in one pass, on every line.
 
-The IR refuses a bundle at its first unsound file type by type; this goes on with what was
-sound. Each cost line's amount is its quantity × unit price within rounding, whether or not a
+The IR refuses the project as a whole when any file is unsound; this goes on checking the lines
+and measures that were sound. Each cost line's amount is its quantity × unit price within rounding, whether or not a
 measure touches it; each unit is of the vocabulary; a measure's unit is its lines'; each
 measure type is of the documented list (or the config's own); each code a measure names is a
 line. The kuttliste is then validated as a run would validate it, and a rejection is a problem

@@ -32,7 +32,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Final
 
-from portfolio_optimiser._atomic import fsync_dir, write_tree
+from portfolio_optimiser._atomic import fsync_dir, publish_tree, write_tree
 from portfolio_optimiser.context.imports import SUFFIXES as ESTIMATE_SUFFIXES
 from portfolio_optimiser.context.imports import (
     ImportRefused,
@@ -74,12 +74,17 @@ def is_archive(path: Path) -> bool:
     return lowered.endswith(_ZIP_SUFFIXES + _TAR_GZ_SUFFIXES + ESTIMATE_SUFFIXES)
 
 
+def _bundle_of(estimate: Path, archive: Path, name: str | None = None) -> dict[str, str]:
+    """The bundle an estimate file becomes; its problems refuse the input they came in."""
+    try:
+        return bundle_files_of(read_estimate(estimate, name=name))
+    except ImportRefused as exc:
+        raise ArchiveError(str(exc), archive=archive) from None
+
+
 def _import_estimate(job: _Extraction) -> None:
     """The estimate file's bundle, written into the extraction's folder."""
-    try:
-        files = bundle_files_of(read_estimate(job.archive, name=job.name))
-    except ImportRefused as exc:
-        raise ArchiveError(str(exc), archive=job.archive) from None
+    files = _bundle_of(job.archive, job.archive, job.name)
     for rel in files:
         job.count(rel)
     write_tree(job.root, files)
@@ -242,9 +247,9 @@ def _estimate_files(folder: Path, archive: Path) -> dict[str, str] | None:
     """The bundle of the estimate ``folder`` holds (with its side file and kuttliste), or None."""
     try:
         estimate = estimate_in(folder)
-        return None if estimate is None else bundle_files_of(read_estimate(estimate))
     except ImportRefused as exc:
         raise ArchiveError(str(exc), archive=archive) from None
+    return None if estimate is None else _bundle_of(estimate, archive)
 
 
 def import_folder(folder: Path, dest: Path) -> Path | None:
@@ -253,14 +258,7 @@ def import_folder(folder: Path, dest: Path) -> Path | None:
     files = _estimate_files(folder, folder)
     if files is None:
         return None
-    work = dest.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
-    try:
-        write_tree(work, files)
-        work.rename(dest)
-        fsync_dir(dest.parent)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return dest
+    return publish_tree(dest, files, staging=dest.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}")
 
 
 def _bundle_root(job: _Extraction) -> Path:

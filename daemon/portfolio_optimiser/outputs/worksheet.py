@@ -103,19 +103,24 @@ def decision_cell(run: CandidateRun, result: RunResult, red: Redactor) -> str:
     return "awaiting a verdict"
 
 
+def _product(
+    quantity: float | None, unit: str | None, price: float | None, total: float, red: Redactor
+) -> str:
+    """``420 m2 × 1 900 NOK/m2 = 798 000 NOK``, or the total alone when no product is given."""
+    amount = f"{format_nok(total)} NOK"
+    if quantity is None or price is None:
+        return amount
+    shown = md(red.text(unit or "", "a unit"))
+    return f"{format_nok(quantity)} {shown} × {format_nok(price)} NOK/{shown} = {amount}"
+
+
 def _line_text(code: str, result: RunResult, red: Redactor) -> str:
     line = result.lines.get(code)
     label = md(red.text(code_label(code, result), "a cost line"))
     if line is None:
         return f"{label}: no such line in the bundle"
-    amount = f"{format_nok(line.amount_nok)} NOK"
-    if line.quantity is not None and line.unit_price_nok is not None:
-        unit = md(red.text(line.unit or "", "a unit"))
-        amount = (
-            f"{format_nok(line.quantity)} {unit} × {format_nok(line.unit_price_nok)} NOK/{unit} "
-            f"= {amount}"
-        )
-    return f"{label}: {amount}"
+    product = _product(line.quantity, line.unit, line.unit_price_nok, line.amount_nok, red)
+    return f"{label}: {product}"
 
 
 def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
@@ -132,13 +137,7 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
     )
     out = [f"### `{cand.id}` {md(red.text(cand.title, where)) or '(untitled)'}", ""]
     out += [f"- Line: {_line_text(code, result, red)}" for code in cand.affected_codes]
-    working = f"{format_nok(saving)} NOK"
-    if cand.quantity is not None and cand.unit_price_nok is not None:
-        unit = md(red.text(cand.unit or "", where))
-        working = (
-            f"{format_nok(cand.quantity)} {unit} × {format_nok(cand.unit_price_nok)} NOK/{unit} "
-            f"= {working}"
-        )
+    working = _product(cand.quantity, cand.unit, cand.unit_price_nok, cand.claimed_saving_nok, red)
     shares = (
         f"{_percent(saving, lines_cost)} of the line{'s' if len(cand.affected_codes) > 1 else ''}"
     )

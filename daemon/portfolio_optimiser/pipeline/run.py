@@ -132,6 +132,7 @@ async def run_project(
         run.notes.append(
             "withheld from what was sent to models: " + ", ".join(sorted(run.withheld))
         )
+    shown = [c.candidate for c in run.outcomes] + run.declined  # every candidate the report lists
     return RunResult(
         project_id=project.id,
         run_id=run_id,
@@ -146,10 +147,10 @@ async def run_project(
             if previous is not None and previous.id == project.id
             else None
         ),
-        sources=sources_of(project, [c.candidate for c in run.outcomes] + run.declined),
-        lines=_lines(project, [c.candidate for c in run.outcomes] + run.declined),
+        sources=sources_of(project, shown),
+        lines=_lines(project, shown),
         base_estimate_nok=project.cost_total_nok,
-        decided=_decided(verdicts, [c.candidate for c in run.outcomes] + run.declined),
+        decided=_decided(verdicts, shown),
         learned_from=_learned_from(verdicts, [c.candidate for c in run.outcomes]),
         declined=tuple(run.declined),
         references={

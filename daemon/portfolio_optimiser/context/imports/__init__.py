@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
-from portfolio_optimiser._atomic import fsync_dir, write_tree
+from portfolio_optimiser._atomic import publish_tree
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import read_concept
 
@@ -208,11 +207,4 @@ def write_bundle(estimate: Estimate, into: Path) -> Path:
             ],
         )
     staging = into / f".{estimate.project_id}.importing-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        write_tree(staging, bundle_files_of(estimate))
-        staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    fsync_dir(into)
-    return target
+    return publish_tree(target, bundle_files_of(estimate), staging=staging)

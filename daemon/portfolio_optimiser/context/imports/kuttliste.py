@@ -19,7 +19,7 @@ from typing import Final
 
 from .numbers import NumberFormat, NumberRefused, detect_format, parse_number
 from .posts import ImportRefused, Measure, Origin, Post, Problem
-from .tabular import HEADER_ROWS, Cell, normalise_header
+from .tabular import HEADER_ROWS, Cell, cell_text, normalise_header
 
 __all__ = [
     "NOT_A_KUTTLISTE",
@@ -128,10 +128,7 @@ def kuttliste_header(
 
 def _text(row: Sequence[Cell], columns: dict[str, int], field: str) -> str:
     i = columns.get(field)
-    if i is None or i >= len(row):
-        return ""
-    cell = row[i]
-    return cell.strip() if isinstance(cell, str) else f"{cell.normalize():f}"
+    return cell_text(row[i]) if i is not None and i < len(row) else ""
 
 
 def measures_of(

@@ -74,9 +74,6 @@ class Origin:
             where.append(f"ID {self.guid}")
         return ", ".join(where)
 
-    def manifest(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v is not None}
-
 
 @dataclass(frozen=True)
 class Problem:

@@ -24,6 +24,7 @@ __all__ = [
     "HEADER_ROWS",
     "Cell",
     "Columns",
+    "cell_text",
     "columns_of",
     "header_row",
     "is_subtotal",
@@ -148,16 +149,17 @@ def template_of(headers: Sequence[str]) -> str:
 
 def _cell(row: Sequence[Cell], columns: Columns, name: str) -> str:
     i = columns.index.get(name)
-    return _text(row[i]) if i is not None and i < len(row) else ""
+    return cell_text(row[i]) if i is not None and i < len(row) else ""
 
 
-def _text(cell: Cell) -> str:
+def cell_text(cell: Cell) -> str:
+    """A cell as text: a number as its exact decimal, without an exponent."""
     return cell.strip() if isinstance(cell, str) else f"{cell.normalize():f}"
 
 
 def is_subtotal(row: Sequence[Cell], columns: Columns) -> bool:
     """A row with no code and a "Sum" (Total, Delsum…) text: a subtotal, never a line."""
-    texts = [_text(cell) for cell in row]
+    texts = [cell_text(cell) for cell in row]
     title = _cell(row, columns, "title")
     return not _cell(row, columns, "code") and bool(
         _SUBTOTAL.match(title) or _SUBTOTAL.match(" ".join(texts))
@@ -173,7 +175,7 @@ def posts_of(
     problems: list[Problem] = []
     skipped: list[str] = []
     for origin, columns, row in rows:
-        texts = [_text(cell) for cell in row]
+        texts = [cell_text(cell) for cell in row]
         if not any(texts):
             continue
         if is_subtotal(row, columns):

@@ -187,19 +187,21 @@ def test_an_internal_error_in_a_run_costs_the_bundle_never_the_daemon(
     assert result.state == "failed"
     report = (workspace.failed / "lillevik-school.error.txt").read_text("utf-8")
     assert "an internal error stopped its run (KeyError" in report and "report it" in report
-    assert list(processor.claimed_dir.iterdir()) == []
+    assert list(processor.desk.claimed_dir.iterdir()) == []
     assert processor.ledger.unfinished_starts(processor.ledger.items()[0].digest) == 0
 
 
 def test_a_project_the_budget_cannot_fund_waits_unclaimed(
     workspace: Workspace, processor: Processor, clock: Clock
 ) -> None:
-    processor.config = processor.config.model_copy(
-        update={
-            "budget": processor.config.budget.model_copy(
-                update={"portfolio_tokens": 10, "run_tokens": 100}
-            )
-        }
+    processor.reload(
+        processor.config.model_copy(
+            update={
+                "budget": processor.config.budget.model_copy(
+                    update={"portfolio_tokens": 10, "run_tokens": 100}
+                )
+            }
+        )
     )
     entry = drop_bundle(workspace)
     [result] = settle(processor, clock)
@@ -220,12 +222,14 @@ def test_a_wave_starts_only_the_bundles_the_portfolio_can_fund(
         return dataclasses.replace(real(result), tokens=100_000)
 
     monkeypatch.setattr(job.RunSummary, "of", staticmethod(spending))
-    processor.config = processor.config.model_copy(
-        update={
-            "budget": processor.config.budget.model_copy(
-                update={"portfolio_tokens": 250_000, "run_tokens": 100_000}
-            )
-        }
+    processor.reload(
+        processor.config.model_copy(
+            update={
+                "budget": processor.config.budget.model_copy(
+                    update={"portfolio_tokens": 250_000, "run_tokens": 100_000}
+                )
+            }
+        )
     )
     for name in ("a-school", "b-school", "c-school"):
         copy = drop_bundle(workspace, name)
@@ -253,7 +257,7 @@ def test_an_unfinished_claim_is_finished_at_start_up(
 ) -> None:
     from portfolio_optimiser.daemon.claim import claim
 
-    claimed = claim(drop_bundle(workspace), processor.claimed_dir)
+    claimed = claim(drop_bundle(workspace), processor.desk.claimed_dir)
     assert claimed is not None
     [result] = processor.recover()
     assert result.state == "done"
@@ -624,7 +628,7 @@ def test_a_verdict_on_a_candidate_the_validator_rejected_is_refused(
         workspace,
         {"id": rejected["id"], "decision": "approved", "rationale": "fine", "reviewer": "ZZ"},
     )
-    processed_result = processor._verdict(path, quiet=True)
+    processed_result = processor.intake.verdict(path, quiet=True)
     assert processed_result.state == "reported"
     assert not (workspace.wiki / "verdicts" / f"{rejected['id']}.md").exists()
 
@@ -764,7 +768,7 @@ def test_an_archive_runs_once_and_the_same_archive_again_is_a_duplicate(
     assert [r.state for r in settle(processor, clock)] == ["duplicate"]
     assert len(read_spend(workspace.spend_file).runs) == 1
     assert (workspace.bundles_projects / "lillevik-school" / "index.md").is_file()
-    assert not [p for p in processor.claimed_dir.iterdir()]
+    assert not [p for p in processor.desk.claimed_dir.iterdir()]
 
 
 @pytest.mark.loadbearing
@@ -774,7 +778,7 @@ def test_a_claim_keeps_the_identity_it_was_given(
     # Found in review: recomputed at recovery, a moved portfolio turned one claim into two runs.
     from portfolio_optimiser.daemon.claim import claim
 
-    claimed = claim(drop_bundle(workspace), processor.claimed_dir)
+    claimed = claim(drop_bundle(workspace), processor.desk.claimed_dir)
     assert claimed is not None
     processor.ledger.remember_claim(claimed.name, "f" * 64)
     [result] = processor.recover()
@@ -826,8 +830,8 @@ def test_a_retry_whose_claim_is_gone_is_not_waited_for(
     processor.ledger.mark(
         "d" * 64, "retry", now="2026-12-01T00:00:00Z", output=str(workspace.state / "nowhere")
     )
-    processor.retry_due_at = None
-    processor.reruns_due = False  # nothing else to do
+    processor.floor.retry_due_at = None
+    processor.desk.reruns_due = False  # nothing else to do
     assert processor.seconds_until_next() != 0.0, "an idle daemon would wake every tick for it"
 
 
@@ -906,6 +910,7 @@ def test_a_rerun_put_off_is_given_up_with_its_hold_once_the_portfolio_moves_past
     workspace: Workspace, processor: Processor
 ) -> None:
     from portfolio_optimiser.daemon.job import Job
+    from portfolio_optimiser.daemon.reruns import supersede
 
     folder = workspace.bundles_projects / "lillevik-school"
     put_off = Job(
@@ -915,6 +920,6 @@ def test_a_rerun_put_off_is_given_up_with_its_hold_once_the_portfolio_moves_past
         put_off.identity, "claimed", put_off.to_json(), now="2026-12-02T00:00:00Z"
     )
     processor.ledger.reserve(put_off.identity, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z")
-    processor._supersede_reruns(folder, "b" * 64)
+    supersede(processor.ledger, folder, "b" * 64)
     assert processor.ledger.job(put_off.identity) is None
     assert processor.ledger.reserved_tokens() == 0

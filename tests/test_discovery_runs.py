@@ -13,6 +13,7 @@ import structlog
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.price_fit import LineReference, ProjectReferences
+from portfolio_optimiser.daemon.claims import RerunClaim
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import run_identity
@@ -134,7 +135,8 @@ def test_a_run_reads_the_snapshot_its_identity_was_computed_against(tmp_path: Pa
             structlog.get_logger("t"),
             environ=ENV,
         )
-        result = processor._rerun(folder, identity, json.dumps(snapshot.to_dict()))
+        claim = RerunClaim(processor.floor, folder, identity, json.dumps(snapshot.to_dict()))
+        result = processor.desk.run(claim)
     assert result.state == "done", result
     run_id, found = latest(ws, "dear")
     assert run_id.endswith(identity[:10]) and len(found) == 1

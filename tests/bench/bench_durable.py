@@ -26,6 +26,7 @@ from typing import Any
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.daemon import durable, job
+from portfolio_optimiser.daemon.desk import Started
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.workspace import Workspace
@@ -56,10 +57,10 @@ def per_job(n: int) -> Row:
     engine_time: list[float] = []
     real_submit, real_result = durable.Engine.submit, durable.Engine.result
 
-    def timed_submit(self: durable.Engine, j: Any, host: Any) -> Any:
+    def timed_submit(self: durable.Engine, j: Any) -> Any:
         started = time.perf_counter()
         try:
-            return real_submit(self, j, host)
+            return real_submit(self, j)
         finally:
             engine_time.append(time.perf_counter() - started)
 
@@ -79,12 +80,14 @@ def per_job(n: int) -> Row:
         config = load_config(None)
         with Ledger.open(ws.ledger_file) as ledger:
             processor = Processor(ws, config, ledger, time.time, EventLog())
-            processor.engine().start(processor.host)  # launched once, as for a burst of bundles
+            processor.desk.engine().serve()  # launched once, as for a burst of bundles
             for i in range(n):
                 entry = stage_example(ws.inbox_projects / f"b{i}", f"b{i}")
                 before = len(spent)
                 started = time.perf_counter()
-                result = processor.finish(processor.start_bundle(entry))
+                taken = processor.desk.take(entry)
+                assert isinstance(taken, Started), taken
+                result = processor.desk.finish(taken)
                 wholes.append(time.perf_counter() - started)
                 assert result.state == "done", result
                 overheads.append(engine_time[-1] - sum(spent[before:]))

@@ -59,32 +59,17 @@ def shared_view(database_url: str, ledger: Any) -> dict[str, Any]:
     """For ``status`` on a shared database: every daemon and worker that has worked on it
     (alive: it holds its executor's lock now), the jobs queued for a free worker, and the jobs
     under way on each."""
-    from dbos import DBOSClient
+    from portfolio_optimiser.daemon.engine import shared_queue
 
-    from portfolio_optimiser.daemon.durable import QUEUE
-
-    listed: list[Any] = []
-    try:
-        client = DBOSClient(system_database_url=database_url, retry_connection_errors=False)
-        try:
-            listed = client.list_queued_workflows(
-                queue_name=QUEUE,
-                status=["ENQUEUED", "PENDING"],
-                load_input=False,
-                load_output=False,
-            )
-        finally:
-            client.destroy()
-    except Exception:  # DBOS's tables come with the first job: before it, nothing is queued
-        listed = []
-    under_way = Counter(w.executor_id or "" for w in listed if w.status == "PENDING")
+    listed = shared_queue(database_url)
+    under_way = Counter(executor for status, executor in listed if status == "PENDING")
     machines = [
         {**dataclasses.asdict(m), "jobs_under_way": under_way.get(m.executor, 0)}
         for m in ledger.machines()
     ]
     return {
         "machines": machines,
-        "queue_depth": sum(1 for w in listed if w.status == "ENQUEUED"),
+        "queue_depth": sum(1 for status, _executor in listed if status == "ENQUEUED"),
     }
 
 

@@ -1,15 +1,17 @@
-"""The bundle job as a durable workflow on DBOS Transact (research/scale.md).
+"""The bundle job as a durable workflow on DBOS Transact (research/scale.md): the engine port's
+one implementation (``engine``), and the one module that imports DBOS.
 
 Decides: how a job's stages become DBOS steps and how the process's one DBOS is run. The workflow
 ``bundle_job`` is keyed by the job's run identity (its first attempt's id *is* the identity, so
-starting the same identity again returns the first job), each stage is a step, and its input and
-output are the job's JSON: what a step needs besides (the workspace, the ledger, the run inputs)
-comes from the :class:`JobHost` of the process the step runs in, never from the database.
+starting the same identity again returns the first job), and each stage is a step.
 
-Completed steps never run again after a crash; a step cut off mid-way runs again and finds its
-own bytes (``job``). Each step also starts from the ledger's checkpoint of the job, so a step
-re-run after the checkpoint (a crash between the ledger's commit and DBOS's) returns what it
-stored instead of doing its work twice.
+The ledger is the one record of where a job stands: a step reads the job from it, does its stage
+unless the job already passed it, and saves the job back; DBOS keeps only which steps completed,
+so that completed steps are not run again after a crash. A step cut off mid-way runs again and
+finds its own bytes (``job``); a step cut off after the ledger's commit but before DBOS's finds
+its stage done in the ledger and does nothing. What a step needs besides (the workspace, the
+ledger, the run inputs) comes from the :class:`~.engine.JobHost` its process's engine was opened
+with, never from the database.
 
 On one machine the system database is SQLite in the state directory and a job's workflow runs in
 the daemon itself, when the wave that claimed it asks for its result. On a shared PostgreSQL
@@ -19,9 +21,10 @@ jobs_at_once`` for all together. A process killed mid-job is recovered by DBOS w
 again under the same executor name; ``recover --executor`` hands a dead one's jobs back to the
 queue, and so does the daemon itself for a job it waits for whose machine's lock is gone. DBOS
 runs only while there is work in the daemon: launched for a job (or for the recovery of one),
-stopped at its first idle tick unless a job from the shared queue is under way here. Launched, its threads poll its tables (2–4 %
-of a core here on SQLite); stopping takes about 0.1 s and launching again about 0.02 s, far
-less than any run, so an idle daemon costs what it cost before. A worker keeps it launched.
+stopped at its first idle tick unless a job from the shared queue is under way here. Launched,
+its threads poll its tables (2–4 % of a core here on SQLite); stopping takes about 0.1 s and
+launching again about 0.02 s, far less than any run, so an idle daemon costs what it cost
+before. A worker keeps it launched.
 """
 
 from __future__ import annotations
@@ -29,26 +32,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pickle
-import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
-from dbos import DBOS, SetWorkflowID
+from dbos import DBOS, DBOSClient, SetWorkflowID
 
-from .job import STAGES, Job, JobContext, Stage
+from .engine import EngineSettings, JobHost, Submitted
+from .job import STAGES, Job, Stage
 from .ledger import Ledger
 
-__all__ = [
-    "QUEUE",
-    "Engine",
-    "EngineSettings",
-    "JobHost",
-    "Submitted",
-    "engine_for",
-    "hand_over",
-    "stop_engine",
-]
+__all__ = ["QUEUE", "Engine", "engine_for", "queued_jobs", "stop_engine"]
 
 QUEUE: Final = "bundle-jobs"
 QUEUE_POLL_S: Final = 0.2
@@ -57,32 +51,10 @@ TAKE_OVER_CHECK_S: Final = 5.0
 """How often a daemon waiting for a job under way elsewhere asks whether that machine is gone."""
 APPLICATION_VERSION: Final = "bundle-job-1"
 """Pinned, not DBOS's hash of the code: a job cut off by an upgrade is still recovered. Bumped
-only when the workflow's steps change in a way an old checkpoint cannot be replayed through."""
-_RUNNING: Final = {"PENDING", "ENQUEUED"}
-
-
-class JobHost(Protocol):
-    """What a step takes from the process it runs in."""
-
-    ledger: Ledger
-
-    def job_context(self, job: Job) -> JobContext: ...
-
-    def begin_run(self, job: Job) -> None:
-        """Count the run as started (a run that ends the process twice is never started again)."""
-
-    def end_run(self, job: Job) -> None: ...
-
-
-_host: JobHost | None = None
-_host_lock = threading.Lock()
-
-
-def _current_host() -> JobHost:
-    with _host_lock:
-        if _host is None:  # a step recovered before any host said what it runs in: a bug
-            raise RuntimeError("a bundle job's step ran in a process without a job host")
-        return _host
+only when the workflow's steps change in a way an old checkpoint cannot be replayed through (a
+workflow from before the ledger became the one record replays: its steps' recorded outputs are
+not read, and each step finds its stage in the ledger)."""
+_RUNNING: Final = ("ENQUEUED", "PENDING")
 
 
 class StepFailed(Exception):
@@ -98,9 +70,9 @@ def _survives_pickling(exc: BaseException) -> bool:
 
 
 @DBOS.step(name="stage")
-def _stage(stage: str, job_json: str) -> str:
+def _stage(stage: str, identity: str) -> str:
     try:
-        return _stage_body(stage, job_json)
+        return _stage_body(Stage(stage), identity)
     except Exception as exc:
         if _survives_pickling(exc):
             raise
@@ -109,13 +81,14 @@ def _stage(stage: str, job_json: str) -> str:
         raise StepFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _stage_body(stage: str, job_json: str) -> str:
-    host = _current_host()
-    job = Job.from_json(job_json)
-    stored = host.ledger.job(job.identity)
-    if stored is not None and Job.from_json(stored).done(Stage(stage)):
-        return stored  # its checkpoint committed before DBOS's: done, never twice
-    at = Stage(stage)
+def _stage_body(at: Stage, identity: str) -> str:
+    host = _running_host()
+    stored = host.ledger.job(identity)
+    if stored is None:  # given up (superseded, or set aside) while it waited in the queue
+        raise StepFailed(f"the job {identity[:12]} is no longer in the ledger; nothing to run")
+    job = Job.from_json(stored)
+    if job.done(at):
+        return at.value  # its checkpoint committed before DBOS's: done, never twice
     context = host.job_context(job)
     if at is Stage.RAN:
         host.begin_run(job)
@@ -126,17 +99,19 @@ def _stage_body(stage: str, job_json: str) -> str:
     else:
         job = STAGES[at](job, context)
     host.ledger.save_job(job.identity, job.stage.value, job.to_json(), now=context.stamp())
-    context.fault(f"checkpoint-{stage}")  # between the ledger's commit and DBOS's
-    return job.to_json()
+    context.fault(f"checkpoint-{at.value}")  # between the ledger's commit and DBOS's
+    return at.value
 
 
 @DBOS.workflow(name="bundle_job")
 def _bundle_job(job_json: str) -> str:
+    # Deterministic in its input, as DBOS replays it: the stages the job had not passed when it
+    # was handed over, each a step that reads and writes the ledger.
     job = Job.from_json(job_json)
     for stage in STAGES:
         if not job.done(stage):
-            job = Job.from_json(_stage(stage.value, job.to_json()))
-    return job.to_json()
+            _stage(stage.value, job.identity)
+    return job.identity
 
 
 def workflow_id(job: Job) -> str:
@@ -145,50 +120,32 @@ def workflow_id(job: Job) -> str:
     return job.identity if job.attempt == 0 else f"{job.identity}.{job.attempt}"
 
 
-@dataclasses.dataclass(frozen=True)
-class EngineSettings:
-    """Which DBOS a process runs, and as what."""
-
-    database_url: str
-    """SQLite in the state directory, or the shared PostgreSQL."""
-    executor_id: str
-    shared: bool = False
-    """On a shared database jobs go through the ``bundle-jobs`` queue."""
-    jobs_at_once: int = 0
-    """The queue's cap on jobs under way at once on every machine (0: none)."""
-    runs_jobs: bool = True
-    """False for a process that only hands jobs over (``recover``)."""
-    owns_queue: bool = True
-    """The daemon's config sets the queue's limits; a worker's never changes them."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Submitted:
-    """A job handed to its workflow: queued for any worker (a shared database), or to be run
-    here when its result is asked for (one machine)."""
-
-    job: Job
-    finished_first: list[Job]
-    """Jobs a crash cut off that DBOS finished when it was launched for this one."""
+def _attempt(wid: str) -> tuple[str, int]:
+    identity, _dot, attempt = wid.partition(".")
+    return identity, int(attempt or 0)
 
 
 class Engine:
     """The process's DBOS, launched when a job needs it. One per process (DBOS is a singleton):
-    a host for another state directory stops it and launches it again on its own database.
+    asked for another database, it is stopped and launched again on that one.
 
     On one machine a job's workflow runs in the daemon itself, when its result is asked for. On
     a shared database it is enqueued on ``bundle-jobs`` and taken by whichever worker is free
     (the daemon is one, one job at a time each; ``jobs_at_once`` caps them all together)."""
 
-    def __init__(self, settings: EngineSettings, *, log: Any) -> None:
+    def __init__(
+        self, settings: EngineSettings, *, host: JobHost | None, ledger: Ledger, log: Any
+    ) -> None:
         self.settings = settings
+        self.host = host
+        self.ledger = ledger
+        """Its own connection: the host's is the steps', on DBOS's threads."""
         self.log = log
         self.launched = False
-        self._probe: Ledger | None = None
 
-    def _launch(self, *, wait_for_recovered: bool = True) -> list[Job]:
+    def _launch(self) -> None:
         if self.launched:
-            return []
+            return
         # DBOS's own log lines go through the daemon's redacting chain, warnings and worse only.
         dbos_log = logging.getLogger("dbos")
         if not dbos_log.handlers:
@@ -205,8 +162,8 @@ class Engine:
                 "notification_listener_polling_interval_sec": 0.1,
             }
         )
-        if not self.settings.runs_jobs:
-            DBOS.listen_queues([])
+        if self.host is None:
+            DBOS.listen_queues([])  # it runs no job: it only hands a gone machine's over
         DBOS.launch()  # recovers this executor's jobs a crash cut off, on DBOS's own threads
         self.launched = True
         if self.settings.shared:
@@ -219,60 +176,9 @@ class Engine:
                 # changes it (each registers the queue only if no daemon has yet).
                 on_conflict="always_update" if self.settings.owns_queue else "never_update",
             )
-        if not wait_for_recovered or self.settings.shared:
-            # Shared: DBOS stamps a queued job with the executor that enqueued it, so this
-            # daemon's list would hold every job it queued; each claimed one is waited for (with
-            # a stop) when the lifecycle reaches it.
-            return []
-        # They share the host's ledger: wait for them before anything else touches it. Each
-        # one's outcome is taken up when the lifecycle reaches its job.
-        host, finished = _current_host(), []
-        # Only what DBOS recovers here: this executor's, at this version (another machine's job
-        # in flight is that machine's to finish; waiting for it would never end).
-        recovered = DBOS.list_workflows(
-            status=sorted(_RUNNING),
-            name="bundle_job",
-            executor_id=self.settings.executor_id,
-            app_version=APPLICATION_VERSION,
-            load_input=False,
-            load_output=False,
-        )
-        for status in recovered:
-            stored = host.ledger.job(status.workflow_id.split(".", 1)[0])
-            if stored is not None:
-                job = Job.from_json(stored)
-                self.log.info("job resumed", bundle=job.name, stage=job.stage.value)
-            try:
-                finished.append(
-                    Job.from_json(DBOS.retrieve_workflow(status.workflow_id).get_result())
-                )
-            except Exception as exc:  # its input is still claimed: the lifecycle takes it up
-                self.log.warning(
-                    "resumed job failed", workflow=status.workflow_id, problem=str(exc)
-                )
-        return finished
 
-    def _host(self, host: JobHost) -> None:
-        global _host
-        with _host_lock:
-            _host = host
-
-    def start(self, host: JobHost) -> list[Job]:
-        """Launched for ``host``: the jobs a crash cut off are finished before this returns, and
-        those that ended well are returned."""
-        self._host(host)
-        return self._launch()
-
-    def serve(self, host: JobHost) -> None:
-        """A worker's: launched, taking jobs from the queue on DBOS's threads until stopped (its
-        own jobs a crash cut off among the first)."""
-        self._host(host)
-        self._launch(wait_for_recovered=False)
-
-    def submit(self, job: Job, host: JobHost) -> Submitted:
-        """The job's workflow, started once for its identity: a second submit of the same
-        identity finds the first (under way, queued or finished), never a second run."""
-        finished = self.start(host)
+    def submit(self, job: Job) -> Submitted:
+        self._launch()
         status = DBOS.get_workflow_status(workflow_id(job))
         while status is not None and status.status == "ERROR":
             # That attempt failed (the lifecycle retried or the user put it back): a new one.
@@ -283,19 +189,17 @@ class Engine:
             assert queue is not None  # registered at the launch
             with SetWorkflowID(workflow_id(job)):
                 queue.enqueue(_bundle_job, job.to_json())
-        return Submitted(job, finished)
+        return Submitted(job)
 
     def result(self, submitted: Submitted, *, stop: Callable[[], bool]) -> Job | None:
-        """The job once its workflow has finished (its failure raised as it was), or None when
-        a stop was asked for first: the job goes on without this process, whose next start
-        takes it up."""
         job = submitted.job
         wid = workflow_id(job)
         status = DBOS.get_workflow_status(wid)
         if status is None:  # one machine: run here, now (a shared one enqueued it at submit)
             assert not self.settings.shared, f"the workflow {wid} was never enqueued"
             with SetWorkflowID(wid):
-                return Job.from_json(_bundle_job(job.to_json()))
+                _bundle_job(job.to_json())
+            return self._stored(job)
         waited_for, looked = "", 0.0
         while status is not None and status.status in _RUNNING:
             if stop():
@@ -307,81 +211,122 @@ class Engine:
                     self.log.info("job under way elsewhere", bundle=job.name, executor=owner)
                 if time.monotonic() - looked >= TAKE_OVER_CHECK_S:
                     looked = time.monotonic()
-                    self._take_over(owner)
+                    handed = self.recover(owner)
+                    if handed:
+                        self.log.warning(
+                            "jobs of a machine that is gone handed over",
+                            executor=owner,
+                            jobs=handed,
+                        )
             time.sleep(QUEUE_POLL_S)
             status = DBOS.get_workflow_status(wid)
-        done: str = DBOS.retrieve_workflow(wid).get_result()
-        return Job.from_json(done)
+        DBOS.retrieve_workflow(wid).get_result()  # its failure, raised as it was
+        return self._stored(job)
 
-    def _take_over(self, owner: str) -> None:
-        """A job under way on a machine that is gone (its executor's lock is free: killed,
-        powered off, or stopped mid-job) goes back to the queue, for a live worker."""
-        if self._probe is None:  # a connection of its own: the host's is the steps'
-            self._probe = _current_host().ledger.reopen()
-        handed = hand_over(self._probe, owner)
-        if handed:
-            self.log.warning(
-                "jobs of a machine that is gone handed over", executor=owner, jobs=handed
+    def _stored(self, job: Job) -> Job:
+        stored = self.ledger.job(job.identity)
+        if stored is None:
+            raise RuntimeError(f"the job {job.identity[:12]} ended with no record in the ledger")
+        return Job.from_json(stored)
+
+    def pending(self) -> list[Submitted]:
+        self._launch()  # launching recovers what a crash cut off here
+        # On a shared database DBOS stamps a queued job with the executor that enqueued it, so
+        # only what runs here counts; on one machine a recovered job is queued again first.
+        statuses = DBOS.list_workflows(
+            status=["PENDING"] if self.settings.shared else list(_RUNNING),
+            name="bundle_job",
+            executor_id=self.settings.executor_id,
+            app_version=APPLICATION_VERSION,
+            load_input=False,
+            load_output=False,
+        )
+        under_way = []
+        for status in statuses:
+            identity, attempt = _attempt(status.workflow_id)
+            stored = self.ledger.job(identity)
+            if stored is not None:
+                job = dataclasses.replace(Job.from_json(stored), attempt=attempt)
+                under_way.append(Submitted(job))
+        return under_way
+
+    def recover(self, executor: str) -> int | None:
+        self._launch()
+        # Its lock is held meanwhile, so a machine that comes back cannot run them beside a live
+        # worker. DBOS has no public call for "recover this executor's workflows" (its internal
+        # recover_pending_workflows in dbos-transact-py _recovery.py): each pending workflow
+        # is resumed on the queue instead, which a free worker dequeues exactly once.
+        with self.ledger.taken_over(executor) as gone:
+            if not gone:
+                return None
+            statuses = DBOS.list_workflows(
+                status="PENDING",
+                name="bundle_job",
+                executor_id=executor,
+                app_version=APPLICATION_VERSION,
+                load_input=False,
+                load_output=False,
             )
+            for status in statuses:
+                DBOS.resume_workflow(status.workflow_id, queue_name=QUEUE)
+            return len(statuses)
 
-    def open(self) -> None:
-        """Launched, for a command that runs no job (``recover``)."""
-        self._launch(wait_for_recovered=False)
+    def serve(self) -> None:
+        self._launch()
 
-    def busy(self) -> bool:
-        """Whether a job is under way on this executor (taken from the shared queue, perhaps one
-        a dead machine's recovery handed over, not one this daemon waits for)."""
+    def _busy(self) -> bool:
         if not self.launched:
             return False
         try:
-            return bool(
-                DBOS.list_workflows(
-                    status="PENDING",
-                    executor_id=self.settings.executor_id,
-                    name="bundle_job",
-                    load_input=False,
-                    load_output=False,
-                )
-            )
+            return bool(self.pending())
         except Exception:  # the database away: stopping loses nothing a restart does not find
             return False
 
-    def stop(self) -> None:
-        if self._probe is not None:
-            self._probe.close()
-            self._probe = None
-        if self.launched:
+    def close(self, *, idle_only: bool = False) -> None:
+        if self.launched and not (idle_only and self._busy()):
             DBOS.destroy(workflow_completion_timeout_sec=0)
             self.launched = False
 
 
-def hand_over(ledger: Ledger, executor: str) -> int | None:
-    """The jobs ``executor`` had under way back on the queue, holding its lock meanwhile (so it
-    cannot come back and run them beside a live worker): how many; None while it still works."""
-    with ledger.taken_over(executor) as gone:
-        if not gone:
-            return None
-        return len(DBOS._recover_pending_workflows([executor]))
-
-
 _engine: Engine | None = None
+"""The process's one engine, as DBOS is one per process; its steps run with its host."""
 
 
-def engine_for(settings: EngineSettings, *, log: Any) -> Engine:
-    """The process's engine on the system database ``settings`` name (SQLite in the state
-    directory, nothing to install; or the shared PostgreSQL and its queue)."""
+def _running_host() -> JobHost:
+    if _engine is None or _engine.host is None:  # a step recovered in a process that runs none
+        raise RuntimeError("a bundle job's step ran in a process without a job host")
+    return _engine.host
+
+
+def engine_for(
+    settings: EngineSettings, *, host: JobHost | None, ledger: Ledger, log: Any
+) -> Engine:
     global _engine
     if _engine is not None and _engine.settings != settings:
-        _engine.stop()
+        _engine.close()
         _engine = None
     if _engine is None:
-        _engine = Engine(settings, log=log)
+        _engine = Engine(settings, host=host, ledger=ledger, log=log)
+    else:  # the same database for a new host (a reloaded config): its steps run with that one
+        _engine.host, _engine.ledger, _engine.log = host, ledger, log
     return _engine
 
 
-def stop_engine(*, idle_only: bool = False) -> None:
-    """At the end of ``once``, ``run`` and the tests: DBOS's threads do not outlive the job.
-    ``idle_only``: not while a job is under way here (a shared queue's job, that no wave of
-    this daemon waits for, would be cut off and counted as a crash)."""
-    if _engine is not None and not (idle_only and _engine.busy()):
-        _engine.stop()
+def stop_engine() -> None:
+    """At the end of a command and of each test: DBOS's threads do not outlive their work."""
+    if _engine is not None:
+        _engine.close()
+
+
+def queued_jobs(database_url: str) -> list[tuple[str, str]]:
+    try:
+        client = DBOSClient(system_database_url=database_url, retry_connection_errors=False)
+        try:
+            listed = client.list_queued_workflows(
+                queue_name=QUEUE, status=list(_RUNNING), load_input=False, load_output=False
+            )
+        finally:
+            client.destroy()
+    except Exception:  # DBOS's tables come with the first job: before it, nothing is queued
+        return []
+    return [(w.status, w.executor_id or "") for w in listed]

@@ -1,9 +1,10 @@
-"""What a bundle job's steps take from the process they run in (``durable.JobHost``): the job's
+"""What a bundle job's steps take from the process they run in (``engine.JobHost``): the job's
 context, its run inputs built once per job, and the count of runs started.
 
 One per process that runs jobs: the daemon (which also takes in the inbox) and each
 ``portfolio-optimiser worker``. It has its own connection to the ledger, because the steps run
-on DBOS's threads while the daemon's own thread goes on taking in bundles and verdicts.
+on the engine's threads while the daemon's own thread goes on taking in bundles and verdicts;
+the portfolio and the reasoning store are the process's one each, handed in.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from portfolio_optimiser.reasoning.store import Store
 from .job import Job, JobContext
 from .ledger import Ledger, LedgerError
 from .portfolio import Portfolio
-from .runner import RunInputs, learning_store
+from .runner import RunInputs
 from .workspace import Workspace
 
 __all__ = ["CRASHES_TO_QUARANTINE", "FAULT_ENV", "GivenUp", "RunHost", "iso"]
@@ -65,17 +66,14 @@ class RunHost:
     """This host's own connection (closed with :meth:`close`)."""
     clock: Callable[[], float]
     log: Any
+    portfolio: Portfolio
+    reasoning_store: Store
     client_factory: ClientFactory = default_client_factory
     environ: dict[str, str] | None = None
     running_digest: str | None = field(default=None, init=False)
     """The job whose pipeline run is under way (its start counted in the ledger)."""
 
     def __post_init__(self) -> None:
-        ws = self.workspace
-        self.reasoning_store = Store(ws.state)
-        self.portfolio = Portfolio(
-            ws, self.config, self.log, lambda: learning_store(ws, self.ledger, self.log)
-        )
         fault = (self.environ if self.environ is not None else os.environ).get(FAULT_ENV, "")
         point, _at, nth = fault.partition("@")
         self.test_fault, self._fault_left = point, int(nth or 1)

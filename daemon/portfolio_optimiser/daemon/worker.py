@@ -22,10 +22,14 @@ from typing import Any, Final
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
+from portfolio_optimiser.reasoning.store import Store
 
 from .db import database_unavailable
+from .engine import EngineSettings, JobEngine, open_engine
 from .host import RunHost, iso
 from .ledger import Ledger
+from .portfolio import Portfolio
+from .runner import learning_store
 from .stores import Stores, hold_as, stores_for
 from .workspace import Workspace
 
@@ -106,12 +110,17 @@ def _serve(
     client_factory: ClientFactory,
     clock: Callable[[], float],
 ) -> int:
-    from .durable import EngineSettings, engine_for, stop_engine
-
     host: RunHost | None = None
+    engine: JobEngine | None = None
     try:
         hold_as(ledger, stores, role="worker", now=iso(clock()))
-        host = RunHost(workspace, config, ledger.reopen(), clock, log, client_factory, environ)
+        steps = ledger.reopen()
+        # The process's one portfolio and reasoning store, for the jobs it runs.
+        portfolio = Portfolio(workspace, config, log, lambda: learning_store(workspace, steps, log))
+        store = Store(workspace.state)
+        host = RunHost(
+            workspace, config, steps, clock, log, portfolio, store, client_factory, environ
+        )
         settings = EngineSettings(
             stores.database_url,
             stores.executor_id,
@@ -119,8 +128,8 @@ def _serve(
             jobs_at_once=config.scale.jobs_at_once,
             owns_queue=False,
         )
-        engine = engine_for(settings, log=log)
-        engine.serve(host)
+        engine = open_engine(settings, host=host, ledger=ledger, log=log)
+        engine.serve()
         log.info(
             "worker started",
             executor=stores.executor_id,
@@ -149,7 +158,8 @@ def _serve(
         return 0
     finally:
         if host is None or host.running_digest is None:
-            stop_engine()  # else the job's thread keeps DBOS and the host until the process ends
+            if engine is not None:  # else the job's thread keeps it until the process ends
+                engine.close()
             if host is not None:
                 host.close()
         ledger.close()
@@ -160,22 +170,18 @@ def recover_executor(
 ) -> int:
     """Hand the jobs a dead machine had under way back to the queue, for any live worker; how
     many. Refused while that executor is alive (its jobs are its own to finish)."""
-    from .durable import EngineSettings, engine_for, hand_over, stop_engine
-
     stores = worker_stores(config, environ, None, "recover")
     # An executor of its own that runs nothing: it only hands the jobs over.
     settings = EngineSettings(
         stores.database_url,
         f"recover@{socket.gethostname()}.{os.getpid()}",
         shared=True,
-        runs_jobs=False,
         owns_queue=False,
     )
-    engine = engine_for(settings, log=log)
-    try:
-        engine.open()
-        with Ledger.connect(stores.database_url) as ledger:
-            handed = hand_over(ledger, executor)
+    with Ledger.connect(stores.database_url) as ledger:
+        engine = open_engine(settings, host=None, ledger=ledger, log=log)
+        try:
+            handed = engine.recover(executor)
             if handed is None:
                 known = next((m for m in ledger.machines() if m.executor == executor), None)
                 where = f" (a {known.role} on {known.host}, pid {known.pid})" if known else ""
@@ -183,7 +189,7 @@ def recover_executor(
                     f"the executor {executor!r} is still working{where}; it finishes its own "
                     "jobs — stop it first, or recover only a machine that is gone"
                 )
-    finally:
-        stop_engine()
+        finally:
+            engine.close()
     log.info("jobs handed over", executor=executor, jobs=handed)
     return handed

@@ -183,14 +183,14 @@ def test_backoff_refuses_negative_seconds() -> None:
 
 @pytest.mark.loadbearing
 def test_the_last_recorded_verdict_wins_and_history_keeps_every_edit(ledger: Ledger) -> None:
-    ledger.record_verdict("c-1", "d1", "c-1.json", "approved", T0)
-    ledger.record_verdict("c-1", "d2", "c-1.json", "rejected", T1)
+    ledger.records.record_verdict("c-1", "d1", "c-1.json", "approved", T0)
+    ledger.records.record_verdict("c-1", "d2", "c-1.json", "rejected", T1)
     # A wall clock stepped back must not let the older edit win: order is insertion order.
-    ledger.record_verdict("c-1", "d3", "c-1.json", "approved_with_adjustment", T0)
-    latest = ledger.latest_verdict("c-1")
+    ledger.records.record_verdict("c-1", "d3", "c-1.json", "approved_with_adjustment", T0)
+    latest = ledger.records.latest_verdict("c-1")
     assert latest is not None
     assert (latest.digest, latest.decision) == ("d3", "approved_with_adjustment")
-    assert [v.decision for v in ledger.verdict_history("c-1")] == [
+    assert [v.decision for v in ledger.records.verdict_history("c-1")] == [
         "approved",
         "rejected",
         "approved_with_adjustment",
@@ -198,36 +198,36 @@ def test_the_last_recorded_verdict_wins_and_history_keeps_every_edit(ledger: Led
 
 
 def test_recording_the_latest_verdict_again_adds_nothing_but_a_revert_does(ledger: Ledger) -> None:
-    assert ledger.record_verdict("c-1", "d1", "c-1.json", "approved", T0)
-    assert not ledger.record_verdict("c-1", "d1", "c-1.json", "approved", T1)
-    assert ledger.record_verdict("c-1", "d2", "c-1.json", "rejected", T1)
-    assert ledger.record_verdict("c-1", "d1", "c-1.json", "approved", T2)
-    assert [v.digest for v in ledger.verdict_history("c-1")] == ["d1", "d2", "d1"]
+    assert ledger.records.record_verdict("c-1", "d1", "c-1.json", "approved", T0)
+    assert not ledger.records.record_verdict("c-1", "d1", "c-1.json", "approved", T1)
+    assert ledger.records.record_verdict("c-1", "d2", "c-1.json", "rejected", T1)
+    assert ledger.records.record_verdict("c-1", "d1", "c-1.json", "approved", T2)
+    assert [v.digest for v in ledger.records.verdict_history("c-1")] == ["d1", "d2", "d1"]
 
 
 def test_verdicts_of_different_candidates_do_not_mix(ledger: Ledger) -> None:
-    ledger.record_verdict("c-1", "d1", "a.json", "approved", T0)
-    ledger.record_verdict("c-2", "d2", "b.json", "rejected", T1)
-    latest = ledger.latest_verdict("c-1")
+    ledger.records.record_verdict("c-1", "d1", "a.json", "approved", T0)
+    ledger.records.record_verdict("c-2", "d2", "b.json", "rejected", T1)
+    latest = ledger.records.latest_verdict("c-1")
     assert latest is not None and latest.decision == "approved"
 
 
 @pytest.mark.loadbearing
 def test_an_unknown_candidate_is_none(ledger: Ledger) -> None:
-    assert ledger.candidate("c-unknown") is None
-    assert ledger.latest_verdict("c-unknown") is None
-    assert ledger.verdict_history("c-unknown") == []
+    assert ledger.records.candidate("c-unknown") is None
+    assert ledger.records.latest_verdict("c-unknown") is None
+    assert ledger.records.verdict_history("c-unknown") == []
 
 
 def test_candidates_are_recorded_and_a_later_run_takes_them_over(ledger: Ledger) -> None:
-    added = ledger.add_candidates(
+    added = ledger.records.add_candidates(
         "run-1",
         "p-1",
         [CandidateInput("c-1", '["p-1"]', "as-1", None), ("c-2", '["p-1", 2]', "as-2", "di-2")],
         now=T0,
     )
     assert added == 2
-    row = ledger.candidate("c-2")
+    row = ledger.records.candidate("c-2")
     assert row is not None
     assert (row.project_id, row.run_id, row.assessment, row.disagreement) == (
         "p-1",
@@ -235,8 +235,10 @@ def test_candidates_are_recorded_and_a_later_run_takes_them_over(ledger: Ledger)
         "as-2",
         "di-2",
     )
-    ledger.add_candidates("run-2", "p-1", [CandidateInput("c-1", '["p-1"]', "as-9")], now=T1)
-    again = ledger.candidate("c-1")
+    ledger.records.add_candidates(
+        "run-2", "p-1", [CandidateInput("c-1", '["p-1"]', "as-9")], now=T1
+    )
+    again = ledger.records.candidate("c-1")
     assert again is not None and (again.run_id, again.assessment, again.recorded_at) == (
         "run-2",
         "as-9",
@@ -260,9 +262,9 @@ def test_every_write_is_committed_before_it_returns(tmp_path: Path) -> None:
         assert read_elsewhere(path, "SELECT state, attempts FROM items") == [("retry", 1)]
         ledger.mark(DIGEST, "done", now=T2)
         assert read_elsewhere(path, "SELECT state FROM items") == [("done",)]
-        ledger.record_verdict("c-1", "d1", "c-1.json", "approved", T2)
+        ledger.records.record_verdict("c-1", "d1", "c-1.json", "approved", T2)
         assert read_elsewhere(path, "SELECT decision FROM verdicts") == [("approved",)]
-        ledger.add_candidates("run-1", "p-1", [CandidateInput("c-1", "[]")], now=T2)
+        ledger.records.add_candidates("run-1", "p-1", [CandidateInput("c-1", "[]")], now=T2)
         assert read_elsewhere(path, "SELECT run_id FROM candidates") == [("run-1",)]
 
 
@@ -272,8 +274,8 @@ def test_reopening_keeps_every_committed_write(tmp_path: Path) -> None:
     ledger = Ledger.open(path)
     ledger.begin(DIGEST, kind="bundle", name="project-a", now=T0)
     ledger.mark(DIGEST, "done", now=T1, output="out")
-    ledger.record_verdict("c-1", "d1", "c-1.json", "approved", T1)
-    ledger.add_candidates("run-1", "p-1", [CandidateInput("c-1", "[]")], now=T1)
+    ledger.records.record_verdict("c-1", "d1", "c-1.json", "approved", T1)
+    ledger.records.add_candidates("run-1", "p-1", [CandidateInput("c-1", "[]")], now=T1)
     # A second connection sees every write without the first closing: each write committed.
     with closing(sqlite3.connect(path)) as other:
         assert other.execute("SELECT state FROM items").fetchall() == [("done",)]
@@ -281,8 +283,8 @@ def test_reopening_keeps_every_committed_write(tmp_path: Path) -> None:
     with Ledger.open(path) as reopened:
         item = reopened.get(DIGEST)
         assert item is not None and (item.state, item.output) == ("done", "out")
-        assert reopened.latest_verdict("c-1") is not None
-        assert reopened.candidate("c-1") is not None
+        assert reopened.records.latest_verdict("c-1") is not None
+        assert reopened.records.candidate("c-1") is not None
 
 
 @pytest.mark.loadbearing
@@ -350,45 +352,47 @@ def test_a_run_start_is_counted_until_it_finishes(ledger: Ledger) -> None:
 def test_a_job_checkpoint_is_replaced_and_only_unsettled_ones_are_unfinished(
     ledger: Ledger,
 ) -> None:
-    ledger.save_job("j1", "claimed", '{"stage": "claimed"}', now=T0)
-    ledger.save_job("j2", "ran", '{"stage": "ran"}', now=T0)
-    ledger.save_job("j1", "settled", '{"stage": "settled"}', now=T1)
-    assert ledger.job("j1") == '{"stage": "settled"}'
-    assert ledger.jobs(unfinished=True) == ['{"stage": "ran"}']
-    assert ledger.jobs() == ['{"stage": "settled"}', '{"stage": "ran"}']
-    ledger.drop_job("j2")
-    assert ledger.job("j2") is None
+    ledger.jobs.save("j1", "claimed", '{"stage": "claimed"}', now=T0)
+    ledger.jobs.save("j2", "ran", '{"stage": "ran"}', now=T0)
+    ledger.jobs.save("j1", "settled", '{"stage": "settled"}', now=T1)
+    assert ledger.jobs.get("j1") == '{"stage": "settled"}'
+    assert ledger.jobs.all(unfinished=True) == ['{"stage": "ran"}']
+    assert ledger.jobs.all() == ['{"stage": "settled"}', '{"stage": "ran"}']
+    ledger.jobs.drop("j2")
+    assert ledger.jobs.get("j2") is None
 
 
 def test_a_claim_keeps_its_first_identity(ledger: Ledger) -> None:
-    ledger.remember_claim("c1", "first")
-    ledger.remember_claim("c1", "second")
-    assert ledger.claim_identity("c1") == "first"
-    ledger.forget_claim("c1")
-    assert ledger.claim_identity("c1") is None
+    ledger.jobs.remember_claim("c1", "first")
+    ledger.jobs.remember_claim("c1", "second")
+    assert ledger.jobs.claim_identity("c1") == "first"
+    ledger.jobs.forget_claim("c1")
+    assert ledger.jobs.claim_identity("c1") is None
 
 
 def test_a_charge_is_kept_once_per_workflow_step_attempt_and_call(ledger: Ledger) -> None:
-    assert ledger.next_charge_attempt("wf", "ran") == 1
-    assert ledger.record_charge("wf", "ran", 1, 1, 120, now=T0)
-    assert not ledger.record_charge("wf", "ran", 1, 1, 120, now=T1)  # the same call again
-    assert ledger.record_charge("wf", "ran", 1, 2, 30, now=T1)
-    assert ledger.next_charge_attempt("wf", "ran") == 2  # a killed attempt keeps its number
-    assert ledger.record_charge("wf", "ran", 2, 1, 120, now=T2)
-    assert ledger.record_charge("other", "ran", 1, 1, 7, now=T2)
-    assert ledger.charged_tokens("wf") == 270
-    assert ledger.charged_tokens("nothing") == 0
+    assert ledger.budget.next_charge_attempt("wf", "ran") == 1
+    assert ledger.budget.record_charge("wf", "ran", 1, 1, 120, now=T0)
+    assert not ledger.budget.record_charge("wf", "ran", 1, 1, 120, now=T1)  # the same call again
+    assert ledger.budget.record_charge("wf", "ran", 1, 2, 30, now=T1)
+    assert ledger.budget.next_charge_attempt("wf", "ran") == 2  # a killed attempt keeps its number
+    assert ledger.budget.record_charge("wf", "ran", 2, 1, 120, now=T2)
+    assert ledger.budget.record_charge("other", "ran", 1, 1, 7, now=T2)
+    assert ledger.budget.charged_tokens("wf") == 270
+    assert ledger.budget.charged_tokens("nothing") == 0
 
 
 def test_a_hold_on_the_budget_is_taken_only_when_the_cap_leaves_it(ledger: Ledger) -> None:
-    assert ledger.reserve("a", 100, cap=250, spent=0, now=T0)
-    assert ledger.reserve("b", 100, cap=250, spent=0, now=T0)
-    assert not ledger.reserve("c", 100, cap=250, spent=0, now=T0)  # 50 left
-    assert ledger.reserve("a", 100, cap=250, spent=200, now=T1), "a hold already taken stands"
-    assert ledger.reserved_tokens() == 200
-    ledger.release("a")
-    assert ledger.reserve("c", 100, cap=250, spent=40, now=T1)
-    assert ledger.reserved_tokens() == 200
+    assert ledger.budget.reserve("a", 100, cap=250, spent=0, now=T0)
+    assert ledger.budget.reserve("b", 100, cap=250, spent=0, now=T0)
+    assert not ledger.budget.reserve("c", 100, cap=250, spent=0, now=T0)  # 50 left
+    assert ledger.budget.reserve("a", 100, cap=250, spent=200, now=T1), (
+        "a hold already taken stands"
+    )
+    assert ledger.budget.reserved_tokens() == 200
+    ledger.budget.release("a")
+    assert ledger.budget.reserve("c", 100, cap=250, spent=40, now=T1)
+    assert ledger.budget.reserved_tokens() == 200
 
 
 @pytest.mark.loadbearing
@@ -400,7 +404,9 @@ def test_machines_asking_at_once_never_hold_more_than_the_cap(ledger: Ledger) ->
         with ThreadPoolExecutor(8) as pool:
             held = list(
                 pool.map(
-                    lambda pair: pair[1].reserve(f"job-{pair[0]}", 100, cap=500, spent=0, now=T0),
+                    lambda pair: pair[1].budget.reserve(
+                        f"job-{pair[0]}", 100, cap=500, spent=0, now=T0
+                    ),
                     enumerate(others),
                 )
             )
@@ -408,4 +414,4 @@ def test_machines_asking_at_once_never_hold_more_than_the_cap(ledger: Ledger) ->
         for other in others:
             other.close()
     assert held.count(True) == 5
-    assert ledger.reserved_tokens() == 500
+    assert ledger.budget.reserved_tokens() == 500

@@ -335,7 +335,7 @@ def test_killed_mid_job_then_restarted_finishes_exactly_once(
     assert leftovers(ws) == []
     assert unparseable_json(ws / "outbox") == []
     with Ledger.open(ws / ".state" / "ledger.sqlite") as ledger:
-        assert ledger.jobs(unfinished=True) == [], "every job settled"
+        assert ledger.jobs.all(unfinished=True) == [], "every job settled"
     # Recovery reads the stage the job stored; nothing is guessed from folders.
     events = [
         json.loads(line) for line in case.recovery.stderr.splitlines() if line.startswith("{")

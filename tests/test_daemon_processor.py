@@ -248,7 +248,7 @@ def test_a_wave_starts_only_the_bundles_the_portfolio_can_fund(
     assert (workspace.inbox_projects / "c-school").stat().st_ctime_ns == untouched
     assert "50000 portfolio tokens left" in processor.waiting["c-school"]
     assert read_spend(workspace.spend_file).spent_tokens == 200_000
-    assert processor.ledger.reserved_tokens() == 0, "each hold ended with its charge"
+    assert processor.ledger.budget.reserved_tokens() == 0, "each hold ended with its charge"
 
 
 @pytest.mark.loadbearing
@@ -359,7 +359,7 @@ def test_an_edit_that_withdraws_an_approval_retracts_the_page(
     page = workspace.wiki / "verdicts" / "c-d67b7045b6ae3f01.md"
     assert read_concept(page, "verdicts/x.md").frontmatter["status"] == "deprecated"
     assert "**Deprecation**" in (workspace.wiki / "log.md").read_text("utf-8")
-    history = processed.ledger.verdict_history("c-d67b7045b6ae3f01")
+    history = processed.ledger.records.verdict_history("c-d67b7045b6ae3f01")
     assert [row.decision for row in history] == ["approved", "rejected"]
     from portfolio_optimiser.learning import seed_store_from_bundle
 
@@ -433,7 +433,7 @@ def test_a_verdict_resolves_the_candidates_open_disagreement(
         ),
         ctx,
     )
-    processed.ledger.add_candidates(
+    processed.ledger.records.add_candidates(
         "r",
         "lillevik-school",
         [
@@ -543,11 +543,11 @@ def test_two_files_judging_one_candidate_do_not_take_turns(
             "v2.json",
         )
     )
-    history = processed.ledger.verdict_history("c-d67b7045b6ae3f01")
+    history = processed.ledger.records.verdict_history("c-d67b7045b6ae3f01")
     log = (workspace.wiki / "log.md").read_text("utf-8")
     for _ in range(3):  # rescans
         processed.scan()
-    assert processed.ledger.verdict_history("c-d67b7045b6ae3f01") == history
+    assert processed.ledger.records.verdict_history("c-d67b7045b6ae3f01") == history
     assert (workspace.wiki / "log.md").read_text("utf-8") == log
     assert [row.decision for row in history] == ["rejected", "approved"]
 
@@ -780,7 +780,7 @@ def test_a_claim_keeps_the_identity_it_was_given(
 
     claimed = claim(drop_bundle(workspace), processor.desk.claimed_dir)
     assert claimed is not None
-    processor.ledger.remember_claim(claimed.name, "f" * 64)
+    processor.ledger.jobs.remember_claim(claimed.name, "f" * 64)
     [result] = processor.recover()
     assert result.state == "done"
     assert processor.ledger.get("f" * 64) is not None
@@ -814,7 +814,7 @@ def test_a_job_left_without_its_input_does_not_make_the_next_drop_a_duplicate(
         "2026-12-01T00:00:00Z",
         rerun=False,
     )
-    processor.ledger.save_job(
+    processor.ledger.jobs.save(
         identity, orphan.stage.value, orphan.to_json(), now="2026-12-01T00:00:00Z"
     )
     [result] = settle(processor, clock)
@@ -870,7 +870,7 @@ def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
     assert first.state == "failed", first
     shown = daemon_view(workspace.root, processor.config)
     assert shown["jobs_in_flight"] == [], "set aside, waiting for `retry`: not in flight"
-    assert processor.ledger.reserved_tokens() == processor.config.budget.run_tokens, (
+    assert processor.ledger.budget.reserved_tokens() == processor.config.budget.run_tokens, (
         "what it was billed is held until it is charged"
     )
     monkeypatch.setitem(job.STAGES, job.Stage.CHARGED, real_charged)
@@ -887,7 +887,7 @@ def test_a_bundle_set_aside_after_its_run_goes_on_from_its_stage_when_put_back(
     )
     [second] = settle(processor, clock)
     assert second.state == "done", second
-    assert processor.ledger.reserved_tokens() == 0
+    assert processor.ledger.budget.reserved_tokens() == 0
     if outputs_gone:  # nothing of the first run stands: it runs afresh, once more
         assert len(runs) == 2
         return
@@ -901,9 +901,9 @@ def test_a_hold_whose_job_never_began_is_given_back_at_the_next_start(
     workspace: Workspace, processor: Processor
 ) -> None:
     """A kill between taking a run's hold and recording its job leaves a hold no one owns."""
-    processor.ledger.reserve("e" * 64, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z")
+    processor.ledger.budget.reserve("e" * 64, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z")
     processor.recover()
-    assert processor.ledger.reserved_tokens() == 0
+    assert processor.ledger.budget.reserved_tokens() == 0
 
 
 def test_a_rerun_put_off_is_given_up_with_its_hold_once_the_portfolio_moves_past_it(
@@ -916,10 +916,12 @@ def test_a_rerun_put_off_is_given_up_with_its_hold_once_the_portfolio_moves_past
     put_off = Job(
         "a" * 64, folder.name, str(folder), str(folder), "2026-12-02T00:00:00Z", rerun=True
     )
-    processor.ledger.save_job(
+    processor.ledger.jobs.save(
         put_off.identity, "claimed", put_off.to_json(), now="2026-12-02T00:00:00Z"
     )
-    processor.ledger.reserve(put_off.identity, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z")
+    processor.ledger.budget.reserve(
+        put_off.identity, 100, cap=10**9, spent=0, now="2026-12-02T00:00:00Z"
+    )
     supersede(processor.ledger, folder, "b" * 64)
-    assert processor.ledger.job(put_off.identity) is None
-    assert processor.ledger.reserved_tokens() == 0
+    assert processor.ledger.jobs.get(put_off.identity) is None
+    assert processor.ledger.budget.reserved_tokens() == 0

@@ -33,7 +33,7 @@ def once(ws: Workspace) -> None:
 def published(ws: Workspace) -> dict[str, tuple[Path, dict[str, int]]]:
     """Each project's latest run (the ledger's) and its accepted reference candidates."""
     with Ledger.open(ws.state / "ledger.sqlite") as ledger:
-        runs = ledger.project_runs()
+        runs = ledger.records.project_runs()
     found = {}
     for project_id, _run_id, folder in runs:
         proposals = json.loads((Path(folder) / "proposals.json").read_text("utf-8"))
@@ -117,8 +117,8 @@ def test_a_growing_portfolio_keeps_no_stale_candidate_and_its_approvals(tmp_path
     project_id, candidate_id = approved
     assert candidate_id in published(ws)[project_id][1], "the approved candidate's id moved"
     with Ledger.open(ws.state / "ledger.sqlite") as ledger:
-        verdict = ledger.latest_verdict(candidate_id)
-        row = ledger.candidate(candidate_id)
+        verdict = ledger.records.latest_verdict(candidate_id)
+        row = ledger.records.candidate(candidate_id)
     assert verdict is not None and verdict.decision == "approved"
     assert row is not None and row.run_id == published(ws)[project_id][0].name
     saving = published(ws)[project_id][1][candidate_id]

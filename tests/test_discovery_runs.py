@@ -47,7 +47,9 @@ def once(ws: Workspace) -> None:
 def latest(ws: Workspace, project_id: str) -> tuple[str, list[str]]:
     """The project's latest run (the ledger's) and its accepted reference candidates' ids."""
     with Ledger.open(ws.ledger_file) as ledger:
-        [(run_id, folder)] = [(r, f) for p, r, f in ledger.project_runs() if p == project_id]
+        [(run_id, folder)] = [
+            (r, f) for p, r, f in ledger.records.project_runs() if p == project_id
+        ]
     proposals = json.loads((Path(folder) / "proposals.json").read_text("utf-8"))
     return run_id, [
         c["id"]

@@ -44,8 +44,8 @@ def test_once_keeps_the_ledger_and_the_job_in_postgresql(tmp_path: Path, postgre
     assert not (ws / ".state" / "dbos.sqlite").exists(), "and so are the workflows"
     with Ledger.connect(url) as ledger:
         assert sorted(item.state for item in ledger.items("done")) == ["done"]
-        assert ledger.jobs(unfinished=True) == []
-        (job,) = [j for j in ledger.jobs() if '"stage": "settled"' in j]
+        assert ledger.jobs.all(unfinished=True) == []
+        (job,) = [j for j in ledger.jobs.all() if '"stage": "settled"' in j]
     with psycopg.connect(url) as db:
         statuses = db.execute("SELECT status FROM dbos.workflow_status").fetchall()
     assert statuses == [("SUCCESS",)], "one workflow for one identity; the duplicate started none"
@@ -67,7 +67,7 @@ def test_a_run_killed_mid_job_is_finished_from_postgresql(tmp_path: Path, postgr
     assert len(spend_runs(ws, PROJECT)) == 1, "charged once"
     with Ledger.connect(url) as ledger:
         assert [item.state for item in ledger.items()] == ["done"]
-        assert ledger.jobs(unfinished=True) == []
+        assert ledger.jobs.all(unfinished=True) == []
     assert list((ws / ".state" / "claimed").iterdir()) == []
 
 
@@ -76,11 +76,11 @@ def test_a_second_daemon_on_the_same_shared_database_is_refused(postgres: Any) -
 
     url = postgres.new_database()
     with Ledger.connect(url) as first, Ledger.connect(url) as second:
-        first.hold_intake()
+        first.machines.hold_intake()
         with pytest.raises(LedgerError, match="another daemon"):
-            second.hold_intake()
+            second.machines.hold_intake()
     with Ledger.connect(url) as after:
-        after.hold_intake()  # the first one's ended with its connection
+        after.machines.hold_intake()  # the first one's ended with its connection
 
 
 @pytest.mark.loadbearing

@@ -94,7 +94,7 @@ def _calls(server: FakeLLMServer) -> int:
 
 def _done(url: str) -> tuple[int, int]:
     with Ledger.connect(url) as ledger:
-        return len(ledger.items("done")), len(ledger.jobs(unfinished=True))
+        return len(ledger.items("done")), len(ledger.jobs.all(unfinished=True))
 
 
 def _stop(*processes: Running) -> None:
@@ -195,7 +195,7 @@ def test_two_workers_one_killed_three_times_run_every_project_once_and_charge_it
     assert _calls(server) == PROJECTS * per_run + cut_off, f"a run was run twice; {seen}"
     assert _workflows(url) == [("SUCCESS", PROJECTS)], "one workflow per identity, all finished"
     with Ledger.connect(url) as ledger:
-        assert ledger.holders() == [], "no hold on the budget is left behind"
+        assert ledger.budget.holders() == [], "no hold on the budget is left behind"
     assert {"w1", "w2"} <= _executors(url), "both workers took jobs"
     assert list((ws / ".state" / "claimed").iterdir()) == [], "nothing is left claimed"
     assert sorted(p.name for p in (ws / "bundles" / "projects").iterdir()) == sorted(folders)
@@ -255,7 +255,7 @@ def test_a_cap_that_funds_150_of_200_runs_exactly_150_across_the_workers(
     assert sorted(said["waiting"]) == waiting
     assert all("waiting for budget" in why for why in said["waiting"].values())
     with Ledger.connect(url) as ledger:
-        assert ledger.holders() == []
+        assert ledger.budget.holders() == []
     assert {"w1", "w2"} <= _executors(url), "both workers took jobs"
 
 
@@ -352,7 +352,7 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 120) -> None:
 
 def _machines_alive(url: str, executor: str) -> bool:
     with Ledger.connect(url) as ledger:
-        return any(m.executor == executor and m.alive for m in ledger.machines())
+        return any(m.executor == executor and m.alive for m in ledger.machines.all())
 
 
 def test_a_worker_that_loses_the_database_stops_at_once_and_says_why(

@@ -72,7 +72,7 @@ def jobs_per_second(pg: PostgresServer, processes_n: int, jobs: int) -> tuple[fl
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 with Ledger.connect(url) as ledger:
-                    if sum(m.alive for m in ledger.machines()) == processes_n:
+                    if sum(m.alive for m in ledger.machines.all()) == processes_n:
                         break
                 time.sleep(0.2)
             else:

@@ -78,7 +78,7 @@ def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | Non
     if ledger is None:
         return None
     with ledger:
-        if ledger.candidate(candidate_id) is not None:
+        if ledger.records.candidate(candidate_id) is not None:
             return ""
     return (
         f"the verdict is well formed, but {candidate_id!r} names no candidate awaiting a verdict in "

@@ -38,9 +38,9 @@ def _running_holder(lock: Path) -> Any:
 def _awaiting(ledger: Any) -> list[dict[str, Any]]:
     """Per project, the templates of its latest run whose candidate no expert has decided yet."""
     found = []
-    for project, _run, folder in ledger.project_runs():
+    for project, _run, folder in ledger.records.project_runs():
         templates = sorted(Path(folder, "verdicts").glob("*.json"))
-        open_ids = [t.stem for t in templates if ledger.latest_verdict(t.stem) is None]
+        open_ids = [t.stem for t in templates if ledger.records.latest_verdict(t.stem) is None]
         if open_ids:
             found.append(
                 {"project": project, "folder": str(Path(folder, "verdicts")), "ids": open_ids}
@@ -87,8 +87,8 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         with ledger:
             counts = ledger.counts()
             awaiting = _awaiting(ledger)
-            held = ledger.reserved_tokens()
-            for job in map(Job.from_json, ledger.jobs(unfinished=True)):
+            held = ledger.budget.reserved_tokens()
+            for job in map(Job.from_json, ledger.jobs.all(unfinished=True)):
                 item = ledger.get(job.identity)
                 # One quarantined after its run waits in outbox/failed/ for `retry`, not in flight.
                 if item is not None and item.state == "failed":

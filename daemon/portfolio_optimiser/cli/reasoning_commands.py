@@ -255,7 +255,7 @@ def _verdict_steps(workspace: Path, config: Config, ident: str) -> list[dict[str
     ledger = existing_ledger(ws, config)
     if ledger is not None:
         with ledger:
-            for row in ledger.verdict_history(ident):
+            for row in ledger.records.verdict_history(ident):
                 written = _as_written(ws.inbox_verdicts / row.name, row.digest)
                 who = f" by {written.reviewer}" if written is not None else ""
                 decided = written.decided_at if written is not None else None

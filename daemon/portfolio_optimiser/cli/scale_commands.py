@@ -65,7 +65,7 @@ def shared_view(database_url: str, ledger: Any) -> dict[str, Any]:
     under_way = Counter(executor for status, executor in listed if status == "PENDING")
     machines = [
         {**dataclasses.asdict(m), "jobs_under_way": under_way.get(m.executor, 0)}
-        for m in ledger.machines()
+        for m in ledger.machines.all()
     ]
     return {
         "machines": machines,

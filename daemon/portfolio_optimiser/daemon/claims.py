@@ -121,7 +121,9 @@ class InboxClaim:
 
     def left(self, result: ItemResult) -> ItemResult:
         if result.state not in ("retry", UNDER_WAY):
-            self.floor.ledger.forget_claim(self.claimed.name)  # it left its claimed place for good
+            self.floor.ledger.jobs.forget_claim(
+                self.claimed.name
+            )  # it left its claimed place for good
         return result
 
 
@@ -176,8 +178,8 @@ class RerunClaim:
             return ItemResult(self.name, "rerun", "retry", cost.sentence)
         # The ingested project stays where it is; only this identity is given up.
         floor.log.error("rerun failed", project=self.name, problem=cost.sentence)
-        floor.ledger.release(identity)
-        floor.ledger.drop_job(identity)
+        floor.ledger.budget.release(identity)
+        floor.ledger.jobs.drop(identity)
         floor.ledger.mark(identity, "failed", now=floor.now(), error=cost.sentence)
         return ItemResult(self.name, "rerun", "failed", cost.sentence)
 
@@ -204,7 +206,7 @@ def take_claim(
     oversized = _oversized(floor.config, claimed, name)
     if oversized is not None:
         return _gone(floor, claimed, set_aside(floor, claimed, name, content, oversized))
-    remembered = floor.ledger.claim_identity(claimed.name)
+    remembered = floor.ledger.jobs.claim_identity(claimed.name)
     try:
         bundle = _bundle_root(floor.config, claimed)
         if bundle != claimed:
@@ -218,7 +220,7 @@ def take_claim(
             identity, fit = portfolio.identity(bundle, content)
             references = json.dumps(fit.to_dict(), sort_keys=True)
         if remembered is None:
-            floor.ledger.remember_claim(claimed.name, identity)
+            floor.ledger.jobs.remember_claim(claimed.name, identity)
     except Exception as exc:
         cost = cost_of(exc, name, rerun=False)
         return _gone(floor, claimed, costed(floor, claimed, name, content, cost, exc))
@@ -227,7 +229,7 @@ def take_claim(
 
 def _gone(floor: Floor, claimed: Path, result: ItemResult) -> ItemResult:
     if result.state not in ("retry", UNDER_WAY):
-        floor.ledger.forget_claim(claimed.name)
+        floor.ledger.jobs.forget_claim(claimed.name)
     return result
 
 
@@ -261,10 +263,10 @@ def set_aside(
         # Before the input moves: a kill in between leaves a claim that is decided again. A job
         # that ran keeps its row (its outputs stand) and its hold on the budget (what it was
         # billed is not charged yet), for `retry` to go on from.
-        stored = ledger.job(digest)
+        stored = ledger.jobs.get(digest)
         if stored is None or not Job.from_json(stored).done(Stage.RAN):
-            ledger.drop_job(digest)
-            ledger.release(digest)
+            ledger.jobs.drop(digest)
+            ledger.budget.release(digest)
     shutil.rmtree(_unpacked(claimed), ignore_errors=True)
     destination = release(claimed, workspace.failed / name)
     report = destination.with_name(destination.name + ".error.txt")
@@ -362,7 +364,7 @@ def _oversized(config: Config, claimed: Path, name: str) -> str | None:
 
 def _kept_identity(ledger: Ledger, content: str) -> str | None:
     """The identity of a job set aside after its run whose input had this content."""
-    for stored in ledger.jobs(unfinished=True):
+    for stored in ledger.jobs.all(unfinished=True):
         job = Job.from_json(stored)
         if (
             job.content == content

@@ -115,7 +115,7 @@ class JobDesk:
             return claim.wait(self.funding.waiting(decision.left))
         if isinstance(decision, TakeOver):  # its run stands: never run or charged twice
             job = claim.take_over(decision.job)
-            floor.ledger.save_job(identity, job.stage.value, job.to_json(), now=floor.now())
+            floor.ledger.jobs.save(identity, job.stage.value, job.to_json(), now=floor.now())
         elif isinstance(decision, Resume):
             job = decision.job
         else:
@@ -148,7 +148,7 @@ class JobDesk:
 
     def _view(self, identity: str) -> LedgerView:
         ledger = self.floor.ledger
-        stored = ledger.job(identity)
+        stored = ledger.jobs.get(identity)
         job = Job.from_json(stored) if stored is not None else None
         return LedgerView(
             job=job,
@@ -171,8 +171,8 @@ class JobDesk:
             self.floor.log.warning(
                 "a set-aside job's outputs are gone; it runs afresh", bundle=claim.name
             )
-            ledger.drop_job(identity)
-            ledger.release(identity)
+            ledger.jobs.drop(identity)
+            ledger.budget.release(identity)
         if not self.funding.hold(identity):
             return None
         known = ledger.get(identity) or ledger.begin(
@@ -180,7 +180,7 @@ class JobDesk:
         )
         job = claim.new_job(known.first_seen)
         # Checkpointed before it is handed over, so a start cut off is recovered.
-        ledger.save_job(identity, job.stage.value, job.to_json(), now=self.floor.now())
+        ledger.jobs.save(identity, job.stage.value, job.to_json(), now=self.floor.now())
         return job
 
     def _failed(self, claim: Claim, exc: Exception) -> ItemResult:
@@ -245,12 +245,12 @@ class JobDesk:
                 sweep_stale(project, older_than_s=3600, now=floor.clock())
         # The daemon is alone at start (one per workspace, one per shared database): a hold whose
         # job has ended or never began (a kill between the two) is given back.
-        for identity in floor.ledger.holders():
-            stored = floor.ledger.job(identity)
+        for identity in floor.ledger.budget.holders():
+            stored = floor.ledger.jobs.get(identity)
             if stored is None or Job.from_json(stored).done(Stage.SETTLED):
-                floor.ledger.release(identity)
+                floor.ledger.budget.release(identity)
         results = []
-        if floor.ledger.jobs(unfinished=True):
+        if floor.ledger.jobs.all(unfinished=True):
             engine = self.engine()
             # They share the host's ledger: waited for before anything else touches it.
             for submitted in engine.pending():

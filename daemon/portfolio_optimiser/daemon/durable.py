@@ -83,7 +83,7 @@ def _stage(stage: str, identity: str) -> str:
 
 def _stage_body(at: Stage, identity: str) -> str:
     host = _running_host()
-    stored = host.ledger.job(identity)
+    stored = host.ledger.jobs.get(identity)
     if stored is None:  # given up (superseded, or set aside) while it waited in the queue
         raise StepFailed(f"the job {identity[:12]} is no longer in the ledger; nothing to run")
     job = Job.from_json(stored)
@@ -98,7 +98,7 @@ def _stage_body(at: Stage, identity: str) -> str:
             host.end_run(job)
     else:
         job = STAGES[at](job, context)
-    host.ledger.save_job(job.identity, job.stage.value, job.to_json(), now=context.stamp())
+    host.ledger.jobs.save(job.identity, job.stage.value, job.to_json(), now=context.stamp())
     context.fault(f"checkpoint-{at.value}")  # between the ledger's commit and DBOS's
     return at.value
 
@@ -224,7 +224,7 @@ class Engine:
         return self._stored(job)
 
     def _stored(self, job: Job) -> Job:
-        stored = self.ledger.job(job.identity)
+        stored = self.ledger.jobs.get(job.identity)
         if stored is None:
             raise RuntimeError(f"the job {job.identity[:12]} ended with no record in the ledger")
         return Job.from_json(stored)
@@ -244,7 +244,7 @@ class Engine:
         under_way = []
         for status in statuses:
             identity, attempt = _attempt(status.workflow_id)
-            stored = self.ledger.job(identity)
+            stored = self.ledger.jobs.get(identity)
             if stored is not None:
                 job = dataclasses.replace(Job.from_json(stored), attempt=attempt)
                 under_way.append(Submitted(job))
@@ -256,7 +256,7 @@ class Engine:
         # worker. DBOS has no public call for "recover this executor's workflows" (its internal
         # recover_pending_workflows in dbos-transact-py _recovery.py): each pending workflow
         # is resumed on the queue instead, which a free worker dequeues exactly once.
-        with self.ledger.taken_over(executor) as gone:
+        with self.ledger.machines.taken_over(executor) as gone:
             if not gone:
                 return None
             statuses = DBOS.list_workflows(

@@ -37,16 +37,16 @@ class Funding:
 
     def left(self) -> int:
         """The tokens neither spent nor held by a job in flight."""
-        return self._meter().remaining - self.ledger.reserved_tokens()
+        return self._meter().remaining - self.ledger.budget.reserved_tokens()
 
     def holds(self, identity: str) -> bool:
-        return identity in self.ledger.holders()
+        return identity in self.ledger.budget.holders()
 
     def hold(self, identity: str) -> bool:
         """A run's claim on the portfolio, held in the ledger until it is charged; False when
         another machine took what was left meanwhile."""
         meter = self._meter()
-        return self.ledger.reserve(
+        return self.ledger.budget.reserve(
             identity,
             self.config.budget.run_tokens,
             cap=meter.budget.total_tokens,
@@ -59,7 +59,7 @@ class Funding:
         with the sentence that says why."""
         if not entries:
             return [], []
-        meter, held = self._meter(), self.ledger.reserved_tokens()
+        meter, held = self._meter(), self.ledger.budget.reserved_tokens()
         admitted, deferred = meter.admit_wave(entries, reserved=held)
         left = meter.remaining - held - len(admitted) * self.config.budget.run_tokens
         return admitted, [(entry, self.waiting(left)) for entry in deferred]

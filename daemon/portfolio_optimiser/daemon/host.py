@@ -91,13 +91,13 @@ class RunHost:
 
         def inputs() -> RunInputs:
             if not built:  # once per job, and only when it runs
-                attempt = self.ledger.next_charge_attempt(job.identity, "ran")
+                attempt = self.ledger.budget.next_charge_attempt(job.identity, "ran")
                 calls = itertools.count(1)
 
                 def charge(tokens: int) -> None:
                     # Kept as billed, keyed on (workflow, step, attempt, call): a run killed
                     # after this is still charged for it, and never twice.
-                    self.ledger.record_charge(
+                    self.ledger.budget.record_charge(
                         job.identity, "ran", attempt, next(calls), tokens, now=iso(self.clock())
                     )
                     self.fault("after-charge")

@@ -229,9 +229,9 @@ def charged(job: Job, ctx: JobContext) -> Job:
     charge = f"{job.summary.project_id}/{job.run_id}"
     # Every attempt's billed tokens, kept as they were billed (a killed attempt's too); never
     # less than the finished run reported.
-    tokens = max(job.summary.tokens, ctx.ledger.charged_tokens(job.identity))
+    tokens = max(job.summary.tokens, ctx.ledger.budget.charged_tokens(job.identity))
     # Read, changed and published by one job at a time on every machine (the ledger's lock).
-    with ctx.ledger.one_writer(SPEND_LOCK):
+    with ctx.ledger.machines.one_writer(SPEND_LOCK):
         spend = read_spend(spend_file)  # strict: a corrupt ledger stops, never reads zero
         if all(run.run_id != charge for run in spend.runs):  # once, even when run again
             write_spend(
@@ -245,7 +245,7 @@ def charged(job: Job, ctx: JobContext) -> Job:
                 stamp=ctx.stamp(),
             )
             ctx.fault("after-spend")
-    ctx.ledger.release(job.identity)  # what it spent is in the spend file now, not held
+    ctx.ledger.budget.release(job.identity)  # what it spent is in the spend file now, not held
     return job.at(Stage.CHARGED)
 
 
@@ -253,8 +253,8 @@ def settled(job: Job, ctx: JobContext) -> Job:
     assert job.summary is not None
     summary, ledger, now = job.summary, ctx.ledger, ctx.stamp()
     folder = ctx.run_folder(job)
-    ledger.add_candidates(job.run_id, summary.project_id, summary.candidates)
-    ledger.record_project_run(summary.project_id, job.run_id, str(folder), now=now)
+    ledger.records.add_candidates(job.run_id, summary.project_id, summary.candidates)
+    ledger.records.record_project_run(summary.project_id, job.run_id, str(folder), now=now)
     ledger.mark(
         job.identity,
         "done",

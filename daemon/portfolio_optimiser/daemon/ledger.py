@@ -26,6 +26,8 @@ from typing import Any, Final, Literal, get_args
 from portfolio_optimiser.config import EX_CONFIG
 
 from .db import Database
+from .ledger_budget import LedgerBudget
+from .ledger_jobs import LedgerJobs
 from .ledger_machines import LedgerMachines
 from .ledger_records import CandidateInput, CandidateRow, LedgerRecords, VerdictRow
 from .ledger_schema import (
@@ -104,7 +106,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-class Ledger(LedgerRecords, LedgerMachines):
+class Ledger:
     """The ledger: a SQLite file (:meth:`open`), or a PostgreSQL database many machines share
     (:meth:`connect`). Close with :meth:`close` or ``with``."""
 
@@ -115,6 +117,10 @@ class Ledger(LedgerRecords, LedgerMachines):
         """The same as text: a PostgreSQL URL keeps its ``//``, which a Path would fold."""
         self._db = database
         self._url = url
+        self.jobs: Final = LedgerJobs(database)
+        self.records: Final = LedgerRecords(database)
+        self.budget: Final = LedgerBudget(database)
+        self.machines: Final = LedgerMachines(database, shared=url is not None)
 
     def reopen(self) -> Ledger:
         """Another connection to the same ledger (for another thread)."""
@@ -300,42 +306,3 @@ class Ledger(LedgerRecords, LedgerMachines):
         for state, n in self._db.all("SELECT state, COUNT(*) FROM items GROUP BY state"):
             counts[state] = int(n)
         return counts
-
-    # -- bundle jobs ----------------------------------------------------------------------------
-
-    def save_job(self, identity: str, stage: str, state_json: str, *, now: str) -> None:
-        """A bundle job's checkpoint: the stage it has passed and its state (``daemon.job``)."""
-        self._write(
-            "INSERT INTO jobs (identity, stage, state_json, updated) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (identity) DO UPDATE SET stage = excluded.stage,"
-            " state_json = excluded.state_json, updated = excluded.updated",
-            (identity, stage, state_json, now),
-        )
-
-    def job(self, identity: str) -> str | None:
-        row = self._db.one("SELECT state_json FROM jobs WHERE identity = ?", (identity,))
-        return None if row is None else str(row[0])
-
-    def drop_job(self, identity: str) -> None:
-        """The job ended without a run (quarantined): a later drop of it starts afresh."""
-        self._write("DELETE FROM jobs WHERE identity = ?", (identity,))
-
-    def jobs(self, *, unfinished: bool = False) -> list[str]:
-        """Jobs' states in the order they began; ``unfinished``: only those not yet settled."""
-        where = " WHERE stage != 'settled'" if unfinished else ""
-        rows = self._db.all(f"SELECT state_json FROM jobs{where} ORDER BY {self._db.seq}")
-        return [str(row[0]) for row in rows]
-
-    def remember_claim(self, claimed: str, identity: str) -> None:
-        """The run identity a claim was given, so recovery and retries reuse it."""
-        self._write(
-            "INSERT INTO claims (claimed, identity) VALUES (?, ?) ON CONFLICT (claimed) DO NOTHING",
-            (claimed, identity),
-        )
-
-    def forget_claim(self, claimed: str) -> None:
-        self._write("DELETE FROM claims WHERE claimed = ?", (claimed,))
-
-    def claim_identity(self, claimed: str) -> str | None:
-        row = self._db.one("SELECT identity FROM claims WHERE claimed = ?", (claimed,))
-        return None if row is None else str(row[0])

@@ -1,5 +1,5 @@
 """The machines that share one ledger: which process takes in the inbox, which executors are
-alive, and the stores only one of them may write at a time. Part of :class:`Ledger`.
+alive, and the stores only one of them may write at a time (``ledger.machines``).
 
 On a shared PostgreSQL each of these is a session advisory lock, held on the process's ledger
 connection, so it ends with the process however it ends (a SIGKILLed machine's lock is gone when
@@ -42,17 +42,20 @@ class Machine:
 
 
 class LedgerMachines:
-    _db: Database
-    _url: str | None
+    """``ledger.machines``, on the ledger's connection (its session holds the locks)."""
+
+    def __init__(self, db: Database, *, shared: bool) -> None:
+        self._db = db
+        self._shared = shared
 
     def hold_intake(self) -> None:
         """This daemon takes in the inbox; a second daemon on the same database is refused (its
         machine adds a worker instead)."""
-        if self._url is None:
+        if not self._shared:
             return
         row = self._db.one("SELECT pg_try_advisory_lock(?)", (INTAKE_LOCK,))
         if not (row and row[0]):
-            intake = [m for m in self.machines() if m.role == "daemon" and m.alive]
+            intake = [m for m in self.all() if m.role == "daemon" and m.alive]
             who = f" (on {intake[0].host}, pid {intake[0].pid})" if intake else ""
             raise LedgerError(
                 f"another daemon already takes in this workspace's inbox{who} through the "
@@ -63,13 +66,13 @@ class LedgerMachines:
     def hold_executor(self, executor: str, *, role: str, host: str, pid: int, now: str) -> None:
         """This process is ``executor`` until it ends: DBOS recovers that executor's jobs here,
         so two processes under one name would run them twice. Refused with the holder's name."""
-        if self._url is None:
+        if not self._shared:
             return
         row = self._db.one(
             "SELECT pg_try_advisory_lock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor)
         )
         if not (row and row[0]):
-            held = next((m for m in self.machines() if m.executor == executor), None)
+            held = next((m for m in self.all() if m.executor == executor), None)
             who = f" by a {held.role} on {held.host} (pid {held.pid})" if held else ""
             raise LedgerError(
                 f"the executor {executor!r} is already working{who}; give this one its own "
@@ -90,7 +93,7 @@ class LedgerMachines:
     def executor_alive(self, executor: str) -> bool:
         """Whether a process holds ``executor`` now (its lock, read from ``pg_locks``, never
         taken: a look must not refuse a worker starting at that moment)."""
-        if self._url is None:
+        if not self._shared:
             return False
         row = self._db.one(
             "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
@@ -105,7 +108,7 @@ class LedgerMachines:
     def taken_over(self, executor: str) -> Iterator[bool]:
         """``executor``'s lock, held for the block when no process holds it (True: that machine
         is gone, and cannot come back under its name until the block ends), else False."""
-        if self._url is None:
+        if not self._shared:
             yield False
             return
         row = self._db.one(
@@ -119,7 +122,7 @@ class LedgerMachines:
         finally:
             self._db.one("SELECT pg_advisory_unlock(?, hashtext(?))", (_EXECUTOR_LOCKS, executor))
 
-    def machines(self) -> list[Machine]:
+    def all(self) -> list[Machine]:
         rows = self._db.all(
             "SELECT executor, role, host, pid, started, seen FROM machines ORDER BY executor"
         )
@@ -132,7 +135,7 @@ class LedgerMachines:
     def one_writer(self, key: int) -> Iterator[None]:
         """The block runs while no other machine runs one under ``key`` (a file many machines
         publish, such as ``spend.json``: read, changed and written by one at a time)."""
-        if self._url is None:  # one machine: one process runs jobs
+        if not self._shared:  # one machine: one process runs jobs
             yield
             return
         self._db.one("SELECT pg_advisory_lock(?)", (key,))

@@ -1,21 +1,17 @@
-"""The ledger's records of what runs published, cost and experts decided: each candidate a run
-published (its key and reasoning record ids), each project's latest run, every amount a job's
-attempts were billed (keyed on workflow, step, attempt and call), and each verdict's history per
-candidate (the last one recorded wins for readers). Part of :class:`Ledger`, on its
-connection: one database, one writer."""
+"""The ledger's records of what runs published and experts decided: each candidate a run
+published (its key and reasoning record ids), each project's latest run, and each verdict's
+history per candidate (the last one recorded wins for readers). ``ledger.records``, on the
+ledger's connection: one database, one writer."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import NamedTuple
 
 from .db import Database
 
 __all__ = ["CandidateInput", "CandidateRow", "LedgerRecords", "VerdictRow"]
-
-_BUDGET_LOCK: Final = 7_153_110_002
-"""The advisory lock every machine's budget decision takes on PostgreSQL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +44,10 @@ class CandidateRow:
 
 
 class LedgerRecords:
-    """Candidates, project runs and verdicts; mixed into :class:`~.ledger.Ledger`."""
+    """Candidates, project runs and verdicts (``ledger.records``), on the ledger's connection."""
 
-    _db: Database
-
-    if TYPE_CHECKING:  # the ledger's own, which commits before it returns
-
-        def _write(self, sql: str, params: tuple[Any, ...]) -> int: ...
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     # -- verdicts -------------------------------------------------------------------------------
 
@@ -69,7 +62,7 @@ class LedgerRecords:
         latest = self.latest_verdict(candidate_id)
         if latest is not None and latest.digest == digest:
             return False
-        self._write(
+        self._db.write(
             "INSERT INTO verdicts (candidate_id, digest, name, decision, recorded_at)"
             " VALUES (?, ?, ?, ?, ?)",
             (candidate_id, digest, name, decision, now),
@@ -136,70 +129,9 @@ class LedgerRecords:
         )
         return len(values)
 
-    # -- charges: what each attempt of a job's step was billed, kept as it was billed -------------
-
-    def next_charge_attempt(self, workflow: str, step: str) -> int:
-        """The number of a new attempt at ``step`` (attempts that charged nothing leave none)."""
-        row = self._db.one(
-            "SELECT MAX(attempt) FROM charges WHERE workflow = ? AND step = ?", (workflow, step)
-        )
-        return int(row[0] or 0) + 1 if row else 1
-
-    def record_charge(
-        self, workflow: str, step: str, attempt: int, seq: int, tokens: int, *, now: str
-    ) -> bool:
-        """Keep one billed amount; False when this (workflow, step, attempt, seq) is kept already,
-        so a charge recorded twice counts once."""
-        return (
-            self._write(
-                "INSERT INTO charges (workflow, step, attempt, seq, tokens, recorded_at)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (workflow, step, attempt, seq, tokens, now),
-            )
-            == 1
-        )
-
-    def charged_tokens(self, workflow: str) -> int:
-        """Every token the job's attempts were billed, a killed attempt's included."""
-        row = self._db.one(
-            "SELECT COALESCE(SUM(tokens), 0) FROM charges WHERE workflow = ?", (workflow,)
-        )
-        return int(row[0]) if row else 0
-
-    # -- reservations: the portfolio budget a job holds from its claim until it is charged ------
-
-    def reserved_tokens(self) -> int:
-        row = self._db.one("SELECT COALESCE(SUM(tokens), 0) FROM reservations")
-        return int(row[0]) if row else 0
-
-    def reserve(self, identity: str, tokens: int, *, cap: int, spent: int, now: str) -> bool:
-        """Hold ``tokens`` of the portfolio's ``cap`` for the job, if what is ``spent`` and held
-        by other jobs leaves them; True when held (already held counts). One decision at a time
-        across every machine, so the cap holds however many workers ask at once."""
-        with self._db.exclusive(_BUDGET_LOCK) as tx:
-            if tx.one("SELECT 1 FROM reservations WHERE identity = ?", (identity,)):
-                return True
-            row = tx.one("SELECT COALESCE(SUM(tokens), 0) FROM reservations")
-            held = int(row[0]) if row else 0
-            if spent + held + tokens > cap:
-                return False
-            tx.write(
-                "INSERT INTO reservations (identity, tokens, reserved_at) VALUES (?, ?, ?)",
-                (identity, tokens, now),
-            )
-            return True
-
-    def holders(self) -> list[str]:
-        """The jobs that hold part of the budget now."""
-        return [str(row[0]) for row in self._db.all("SELECT identity FROM reservations")]
-
-    def release(self, identity: str) -> None:
-        """The job was charged (its real spend replaces the hold) or set aside."""
-        self._write("DELETE FROM reservations WHERE identity = ?", (identity,))
-
     def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
         """This run is now the project's latest: the one the portfolio report counts."""
-        self._write(
+        self._db.write(
             "INSERT INTO project_runs (project_id, run_id, folder, recorded_at) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (project_id) DO UPDATE SET run_id = excluded.run_id,"
             " folder = excluded.folder, recorded_at = excluded.recorded_at",

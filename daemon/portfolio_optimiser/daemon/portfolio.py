@@ -167,7 +167,7 @@ class Portfolio:
         verdicts as they stand (the processor's job alone, after every run and verdict)."""
         verdicts = self.verdicts()
         lines: list[PortfolioLine] = []
-        for project_id, run_id, folder in ledger.project_runs():
+        for project_id, run_id, folder in ledger.records.project_runs():
             try:
                 proposals = json.loads((Path(folder) / "proposals.json").read_text("utf-8"))
             except (OSError, ValueError) as exc:
@@ -223,7 +223,9 @@ class Portfolio:
         references, verdicts = self.references(), self.verdicts()
         ingested = self.projects()
         by_id = {project.id: project for _f, _c, project in ingested.values()}
-        latest = {project_id: run_id for project_id, run_id, _folder in ledger.project_runs()}
+        latest = {
+            project_id: run_id for project_id, run_id, _folder in ledger.records.project_runs()
+        }
         due = []
         for folder, content, project in ingested.values():
             snapshot = references.assess(project)

@@ -46,7 +46,7 @@ def _restore(desk: JobDesk, folder: Path, identity: str) -> ItemResult:
     """The portfolio came back to what an earlier run of this project gave: that run is its
     latest again (run and charged once, never twice)."""
     ledger, log = desk.floor.ledger, desk.floor.log
-    stored = ledger.job(identity)
+    stored = ledger.jobs.get(identity)
     job = Job.from_json(stored) if stored is not None else None
     summary = job.summary if job is not None else None
     run_folder = desk.host.job_context(job).run_folder(job) if job is not None and summary else None
@@ -55,8 +55,8 @@ def _restore(desk: JobDesk, folder: Path, identity: str) -> ItemResult:
         log.warning("earlier run not restored", project=folder.name, reason=why)
         return ItemResult(folder.name, "rerun", "failed", why)
     now = desk.floor.now()
-    ledger.add_candidates(job.run_id, summary.project_id, summary.candidates, now=now)
-    ledger.record_project_run(summary.project_id, job.run_id, str(run_folder), now=now)
+    ledger.records.add_candidates(job.run_id, summary.project_id, summary.candidates, now=now)
+    ledger.records.record_project_run(summary.project_id, job.run_id, str(run_folder), now=now)
     desk.publish_portfolio()
     log.info("earlier run stands again", project=folder.name, run=job.run_id)
     return ItemResult(folder.name, "rerun", "done", "its earlier run stands again", run_folder)
@@ -66,9 +66,9 @@ def supersede(ledger: Ledger, folder: Path, identity: str) -> None:
     """A rerun of this project that never ran, for an identity the portfolio has moved past,
     is given up: its hold on the budget goes with it (one that ran keeps both: its run
     stands, and is finished from its stage)."""
-    for stored in ledger.jobs(unfinished=True):
+    for stored in ledger.jobs.all(unfinished=True):
         job = Job.from_json(stored)
         stale = job.rerun and job.bundle == str(folder) and job.identity != identity
         if stale and not job.done(Stage.RAN):
-            ledger.drop_job(job.identity)
-            ledger.release(job.identity)
+            ledger.jobs.drop(job.identity)
+            ledger.budget.release(job.identity)

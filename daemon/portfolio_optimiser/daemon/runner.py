@@ -189,7 +189,7 @@ def learning_store(workspace: Workspace, ledger: Ledger, log: Any) -> VerdictSto
     store = seed_store_from_bundle(workspace.wiki, problems=problems)
     for page, why in problems:
         log.warning("wiki page skipped by the learning fold", page=page, problem=why)
-    for row in ledger.latest_verdicts():
+    for row in ledger.records.latest_verdicts():
         path = workspace.inbox_verdicts / row.name
         try:
             data = path.read_bytes()

@@ -258,7 +258,7 @@ class Service:
 
     def _heartbeat(self, ledger: Ledger, executor: str) -> None:
         try:
-            ledger.seen(executor, now=iso(self.clock()))
+            ledger.machines.seen(executor, now=iso(self.clock()))
         except Exception as exc:  # the database away for now: the next refresh says it again
             if not database_unavailable(exc):
                 raise

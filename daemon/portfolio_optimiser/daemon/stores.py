@@ -52,8 +52,8 @@ def hold_as(ledger: Ledger, stores: Stores, *, role: str, now: str) -> None:
     """On a shared database: one daemon takes in the inbox, and each executor name is one
     process (``ledger_machines``); on one machine the workspace lock is all of it."""
     if role == "daemon":
-        ledger.hold_intake()
-    ledger.hold_executor(
+        ledger.machines.hold_intake()
+    ledger.machines.hold_executor(
         stores.executor_id, role=role, host=socket.gethostname(), pid=os.getpid(), now=now
     )
 

@@ -107,7 +107,9 @@ def ingest_verdict(
     if known is not None and known.state == "failed" and report_path(path).exists():
         # The same broken bytes, already reported: the report stands, nothing to rewrite.
         return VerdictOutcome(VerdictState.ALREADY, known.error or "reported before")
-    current = ledger.latest_verdict(known.detail) if known is not None and known.detail else None
+    current = (
+        ledger.records.latest_verdict(known.detail) if known is not None and known.detail else None
+    )
     if (
         known is not None
         and known.state == "done"
@@ -127,7 +129,7 @@ def ingest_verdict(
         ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
         ledger.mark(digest, "failed", now=now_iso, error=str(exc))
         return VerdictOutcome(VerdictState.REPORTED, str(exc))
-    candidate = ledger.candidate(verdict.id)
+    candidate = ledger.records.candidate(verdict.id)
     if candidate is None:
         sentence = (
             f"{path.name} field id: {verdict.id!r} names no candidate awaiting a verdict (runs write a "
@@ -139,7 +141,7 @@ def ingest_verdict(
         ledger.mark(digest, "failed", now=now_iso, error=sentence)
         return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
 
-    previous = ledger.latest_verdict(verdict.id)
+    previous = ledger.records.latest_verdict(verdict.id)
     ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
     key = _key_of(candidate.key_json)
     if key is not None and key.candidate_id() != verdict.id:
@@ -166,7 +168,7 @@ def ingest_verdict(
     note = (
         _record_reasoning(store, admission, candidate, verdict, path) if store is not None else None
     )
-    ledger.record_verdict(verdict.id, digest, path.name, verdict.decision.value, now_iso)
+    ledger.records.record_verdict(verdict.id, digest, path.name, verdict.decision.value, now_iso)
     ledger.mark(digest, "done", now=now_iso, detail=verdict.id)
     _clear_report(path)
     message = f"{verdict.decision.value} by {verdict.reviewer}"

@@ -138,7 +138,7 @@ def _serve(
         )
         while not stop.wait(HEARTBEAT_S):
             try:
-                ledger.seen(stores.executor_id, now=iso(clock()))
+                ledger.machines.seen(stores.executor_id, now=iso(clock()))
             except Exception as exc:
                 if not database_unavailable(exc):
                     raise
@@ -183,7 +183,7 @@ def recover_executor(
         try:
             handed = engine.recover(executor)
             if handed is None:
-                known = next((m for m in ledger.machines() if m.executor == executor), None)
+                known = next((m for m in ledger.machines.all() if m.executor == executor), None)
                 where = f" (a {known.role} on {known.host}, pid {known.pid})" if known else ""
                 raise UserError(
                     f"the executor {executor!r} is still working{where}; it finishes its own "

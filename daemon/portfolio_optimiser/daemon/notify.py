@@ -100,12 +100,6 @@ class Notifier:
         self._last_status: str | None = None
         self._reloading = False
 
-    @property
-    def enabled(self) -> bool:
-        """Whether a notification socket is configured (we run under systemd's ``Type=notify``)."""
-        env = os.environ if self._environ is None else self._environ
-        return bool(env.get("NOTIFY_SOCKET"))
-
     def _send(self, *lines: str) -> bool:
         return sd_notify("\n".join(lines), environ=self._environ)
 

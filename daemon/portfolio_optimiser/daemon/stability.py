@@ -34,10 +34,6 @@ class TreeSnapshot:
     entries: tuple[SnapshotEntry, ...]
 
     @property
-    def file_count(self) -> int:
-        return sum(1 for entry in self.entries if not entry[3])
-
-    @property
     def total_bytes(self) -> int:
         return sum(entry[1] for entry in self.entries if not entry[3])
 
@@ -105,9 +101,6 @@ class StabilityTracker:
     @property
     def pending_count(self) -> int:
         return len(self._tracked)
-
-    def is_tracking(self, entry: Path) -> bool:
-        return entry in self._tracked
 
     def tracking(self) -> list[Path]:
         """The entries waiting to become ready, in no particular order (for ``status``)."""

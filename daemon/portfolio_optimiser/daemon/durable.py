@@ -70,9 +70,9 @@ def _survives_pickling(exc: BaseException) -> bool:
 
 
 @DBOS.step(name="stage")
-def _stage(stage: str, identity: str) -> str:
+def _stage(stage: str, identity: str) -> None:
     try:
-        return _stage_body(Stage(stage), identity)
+        _stage_body(Stage(stage), identity)
     except Exception as exc:
         if _survives_pickling(exc):
             raise
@@ -81,14 +81,14 @@ def _stage(stage: str, identity: str) -> str:
         raise StepFailed(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _stage_body(at: Stage, identity: str) -> str:
+def _stage_body(at: Stage, identity: str) -> None:
     host = _running_host()
     stored = host.ledger.jobs.get(identity)
     if stored is None:  # given up (superseded, or set aside) while it waited in the queue
         raise StepFailed(f"the job {identity[:12]} is no longer in the ledger; nothing to run")
     job = Job.from_json(stored)
     if job.done(at):
-        return at.value  # its checkpoint committed before DBOS's: done, never twice
+        return  # its checkpoint committed before DBOS's: done, never twice
     context = host.job_context(job)
     if at is Stage.RAN:
         host.begin_run(job)
@@ -100,7 +100,6 @@ def _stage_body(at: Stage, identity: str) -> str:
         job = STAGES[at](job, context)
     host.ledger.jobs.save(job.identity, job.stage.value, job.to_json(), now=context.stamp())
     context.fault(f"checkpoint-{at.value}")  # between the ledger's commit and DBOS's
-    return at.value
 
 
 @DBOS.workflow(name="bundle_job")

@@ -130,10 +130,13 @@ class Service:
         return False, fstype
 
     def run(self) -> int:
-        ws = self.workspace
-        ws.remember_state()
         with opened(
-            ws, self.config, log=self.log, clock=self.clock, client_factory=self.client_factory
+            self.workspace,
+            self.config,
+            log=self.log,
+            clock=self.clock,
+            client_factory=self.client_factory,
+            service=True,
         ) as processor:
             return self._serve(processor)
 

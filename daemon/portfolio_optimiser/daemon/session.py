@@ -41,12 +41,16 @@ def opened(
     clock: Callable[[], float],
     client_factory: ClientFactory,
     environ: dict[str, str] | None = None,
+    service: bool = False,
 ) -> Iterator[Processor]:
     """The workspace opened for this process as its daemon: a processor with what a crash left
     to recover (``recovery_due``). Closed at the end unless ``processor.in_hand`` says the item
-    in hand is still going."""
+    in hand is still going. ``service``: the daemon under systemd, whose state may live outside
+    the workspace (a pointer in the workspace says where)."""
     admission_for(config, now=datetime.now(UTC), environ=environ)
     workspace.ensure()
+    if service:
+        workspace.remember_state()
     stores = stores_for(config, environ)
     lock = contextlib.nullcontext() if stores.shared else WorkspaceLock(workspace.state)
     with lock:

@@ -78,7 +78,7 @@ class RunSummary:
                 c.disagreement,
             )
             for c in result.candidates
-            if c.validator.outcome == "accepted"  # only these get a template and await a verdict
+            if c.awaits_verdict  # only these get a template and await a verdict
         )
         tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
         return cls(result.project_id, tokens, result.budget_stop, rows)

@@ -145,6 +145,13 @@ def _drop(*where: str | int) -> Callable[[dict[str, Any]], None]:
     ("edit", "field"),
     [
         (_drop("project_id"), "field project_id"),
+        (_set("schema_version", to=2), "field schema_version"),
+        (_set("candidates", to={}), "field candidates"),
+        (_set("candidates", 1, to=[]), "field candidates/1"),
+        (
+            _set("candidates", 0, "claimed_saving_nok", to=True),
+            "field candidates/0/claimed_saving_nok",
+        ),
         (_drop("candidates", 1, "saving_literal"), "field candidates/1/saving_literal"),
         (_set("candidates", 0, "affected_codes", to="02.3"), "field candidates/0/affected_codes"),
         (

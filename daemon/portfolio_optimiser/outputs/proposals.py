@@ -52,7 +52,7 @@ class ProposedCandidate:
     id: str
     project_id: str
     title: str
-    """"" when the candidate has none."""
+    """Empty when the candidate has none."""
     affected_codes: tuple[str, ...]
     measure_type: str
     claimed_saving_nok: int | float
@@ -60,7 +60,7 @@ class ProposedCandidate:
     """The claimed saving as written: part of the candidate's key, never normalised."""
     unit: str | None
     origin: str
-    """Where it came from (``measure-option:<id>``, ``verdict:<id>``, ...); "" when unsaid."""
+    """Where it came from (``measure-option:<id>``, ``verdict:<id>``, ...); empty when unsaid."""
     validator: ValidatorWord
     """The deterministic validator's outcome, and only the validator's."""
     checker: CheckerWord

@@ -31,6 +31,7 @@ from portfolio_optimiser._atomic import publish_atomic
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.invocation import command
+from portfolio_optimiser.outputs.proposals import ProposedCandidate, read_proposals
 from portfolio_optimiser.outputs.report import format_nok
 from portfolio_optimiser.outputs.templates import dump_json, template_name
 from portfolio_optimiser.persona import load_persona_example, persona_marker
@@ -69,7 +70,7 @@ class Run:
     project_id: str
     folder: Path
     provenance: Mapping[str, Any]
-    candidates: tuple[Mapping[str, Any], ...]
+    candidates: tuple[ProposedCandidate, ...]
 
     @property
     def report(self) -> Path:
@@ -82,12 +83,11 @@ class Run:
     @classmethod
     def read(cls, folder: Path) -> Run:
         provenance = json.loads((folder / "provenance.json").read_text("utf-8"))
-        proposals = json.loads((folder / "proposals.json").read_text("utf-8"))
         return cls(
             project_id=str(provenance["project_id"]),
             folder=folder,
             provenance=provenance,
-            candidates=tuple(proposals.get("candidates", ())),
+            candidates=read_proposals(folder / "proposals.json").candidates,
         )
 
 
@@ -308,9 +308,7 @@ def render_demo(report: DemoReport) -> str:
     root = report.workspace
     example = report.verdict
     candidate = example.get("candidate", {})
-    learned = [
-        c for c in report.learning.candidates if str(c.get("origin", "")).startswith("verdict:")
-    ]
+    learned = [c for c in report.learning.candidates if c.origin.startswith("verdict:")]
     lines = [
         "portfolio-optimiser demo: the example portfolio, through the daemon's own path",
         "",
@@ -319,9 +317,9 @@ def render_demo(report: DemoReport) -> str:
         f"1. The example portfolio went into inbox/projects/ and was processed ({len(report.portfolio)} projects):",
     ]
     for run in report.portfolio:
-        accepted = sum(1 for c in run.candidates if c["validator"]["outcome"] == "accepted")
+        validated = sum(1 for c in run.candidates if c.validated)
         lines.append(
-            f"   {run.project_id}: {len(run.candidates)} candidates, {accepted} validated  → {_rel(run.report, root)}"
+            f"   {run.project_id}: {len(run.candidates)} candidates, {validated} validated  → {_rel(run.report, root)}"
         )
     lines += [
         "",
@@ -335,8 +333,8 @@ def render_demo(report: DemoReport) -> str:
     ]
     for c in learned:
         lines.append(
-            f"   learned from the verdict: {c.get('title')}, "
-            f"{format_nok(c.get('claimed_saving_nok', 0))} NOK, validator {c['validator']['outcome']}"
+            f"   learned from the verdict: {c.title}, "
+            f"{format_nok(c.claimed_saving_nok)} NOK, validator {c.validator}"
         )
     when = str(example.get("decided_at") or "")[:10]
     lines += [

@@ -78,7 +78,7 @@ class RunSummary:
                 c.disagreement,
             )
             for c in result.candidates
-            if c.validator.outcome == "accepted"  # only these get a template and await a verdict
+            if c.awaits_verdict  # only these get a template and await a verdict
         )
         tokens = result.tokens["input_tokens"] + result.tokens["output_tokens"]
         return cls(result.project_id, tokens, result.budget_stop, rows)
@@ -86,26 +86,22 @@ class RunSummary:
     @classmethod
     def read(cls, folder: Path) -> RunSummary:
         """From a run folder this job wrote whole (atomically) before it was cut off."""
-        proposals = json.loads((folder / "proposals.json").read_text("utf-8"))
+        from portfolio_optimiser.outputs.proposals import read_proposals
+
+        proposals = read_proposals(folder / "proposals.json")
         provenance = json.loads((folder / "provenance.json").read_text("utf-8"))
         rows = tuple(
             (
-                c["id"],
-                key_json(
-                    c["project_id"],
-                    c["affected_codes"],
-                    c["measure_type"],
-                    c["saving_literal"],
-                    c.get("unit"),
-                ),
-                c.get("assessment"),
-                c.get("disagreement"),
+                c.id,
+                key_json(c.project_id, c.affected_codes, c.measure_type, c.saving_literal, c.unit),
+                c.assessment,
+                c.disagreement,
             )
-            for c in proposals["candidates"]
-            if c["validator"]["outcome"] == "accepted"
+            for c in proposals.candidates
+            if c.awaits_verdict
         )
         tokens = sum(int(v) for v in (provenance.get("tokens") or {}).values())
-        return cls(proposals["project_id"], tokens, provenance.get("budget_stop"), rows)
+        return cls(proposals.project_id, tokens, provenance.get("budget_stop"), rows)
 
 
 def key_json(

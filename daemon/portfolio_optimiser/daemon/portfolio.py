@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -34,6 +33,7 @@ from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ProjectReferences, ReferenceIndex
 from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.outputs.portfolio import SVG_NAME, PortfolioLine, render_portfolio
+from portfolio_optimiser.outputs.proposals import ProposalsError, read_proposals
 from portfolio_optimiser.pipeline.local import local_candidates
 from portfolio_optimiser.pipeline.precedent import precedents
 
@@ -169,29 +169,29 @@ class Portfolio:
         lines: list[PortfolioLine] = []
         for project_id, run_id, folder in ledger.records.project_runs():
             try:
-                proposals = json.loads((Path(folder) / "proposals.json").read_text("utf-8"))
-            except (OSError, ValueError) as exc:
+                proposals = read_proposals(Path(folder) / "proposals.json")
+            except (OSError, ProposalsError) as exc:
                 self.log.warning(
                     "run left out of the portfolio report", run=folder, problem=str(exc)
                 )
                 continue
-            for c in proposals.get("candidates", ()):
-                if c["validator"]["outcome"] != "accepted" or c["checker"]["outcome"] == "rejected":
+            for c in proposals.candidates:
+                if not c.validated:  # the page counts validated savings, as the run reports do
                     continue
-                verdict = verdicts.get(c["id"])
-                saving = Decimal(str(c["claimed_saving_nok"]))
+                verdict = verdicts.get(c.id)
+                saving = Decimal(str(c.claimed_saving_nok))
                 expected = None
                 if verdict is not None and verdict.approves:
-                    base = Decimal(str(verdict.adjusted_saving_nok or c["claimed_saving_nok"]))
+                    base = Decimal(str(verdict.adjusted_saving_nok or c.claimed_saving_nok))
                     rate = verdict.realization_rate
                     expected = base * Decimal(str(rate if rate is not None else 1))
                 lines.append(
                     PortfolioLine(
                         project_id=project_id,
                         run_id=run_id,
-                        candidate_id=c["id"],
-                        title=str(c.get("title") or c["id"]),
-                        codes=tuple(c["affected_codes"]),
+                        candidate_id=c.id,
+                        title=c.title or c.id,
+                        codes=c.affected_codes,
                         saving=saving,
                         decision=verdict.decision.value if verdict is not None else None,
                         expected=expected,

@@ -32,7 +32,7 @@ from .explained import (
 from .worksheet import candidates_table, decision_cell, worksheet_section
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
-    from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
+    from portfolio_optimiser.pipeline.outcome import RunResult
 
 __all__ = [
     "SVG_NAME",
@@ -42,7 +42,6 @@ __all__ = [
     "render_report",
     "render_savings_svg",
     "savings_by_code",
-    "validated",
 ]
 
 SVG_NAME: Final = "savings-by-code.svg"
@@ -102,11 +101,6 @@ def _money(value: int | float) -> Decimal:
     return Decimal(str(value))
 
 
-def validated(run: CandidateRun) -> bool:
-    """Accepted by the validator and not blocked by the checker."""
-    return run.validator.outcome == "accepted" and run.checker.outcome != "rejected"
-
-
 def savings_by_code(result: RunResult) -> list[tuple[str, Decimal]]:
     """Validated savings per cost code, sorted by code.
 
@@ -116,7 +110,7 @@ def savings_by_code(result: RunResult) -> list[tuple[str, Decimal]]:
     """
     totals: dict[str, Decimal] = {}
     for run in result.candidates:
-        if validated(run):
+        if run.validated:
             label = " + ".join(sorted(set(run.candidate.affected_codes)))
             totals[label] = totals.get(label, Decimal(0)) + _money(run.candidate.claimed_saving_nok)
     return sorted(totals.items())
@@ -126,7 +120,7 @@ def _summary(result: RunResult, red: Redactor) -> str:
     runs = result.candidates
     accepted = [r for r in runs if r.validator.outcome == "accepted"]
     blocked = [r for r in accepted if r.checker.outcome == "rejected"]
-    total = sum((_money(r.candidate.claimed_saving_nok) for r in runs if validated(r)), Decimal(0))
+    total = sum((_money(r.candidate.claimed_saving_nok) for r in runs if r.validated), Decimal(0))
     project = _md(red.text(result.project_id, "the project id"))
     plural = "candidate" if len(runs) == 1 else "candidates"
     parts = [

@@ -1,11 +1,12 @@
 """Verdict templates: the pre-filled JSON an expert edits by hand (DESIGN §3, "Verdict file").
 
-Decides: which candidates get a template (only those the deterministic validator accepted — a
-rejected candidate's numbers did not hold, so there is nothing to sign off), what the template
-carries (every field of ``verdict.schema.json``, an empty decision the expert must choose, and a
-read-only summary of the candidate) and its exact bytes (indent 2, UTF-8, trailing newline, field
-order as the schema lists them so the file reads top to bottom). The id is copied verbatim: it is
-minted from the candidate's key and the learning store finds the candidate by it.
+Decides: which candidates get a template (only those awaiting a verdict, ``context.standing``:
+the deterministic validator accepted them, whatever the checker said — a rejected candidate's
+numbers did not hold, so there is nothing to sign off), what the template carries (every field of
+``verdict.schema.json``, an empty decision the expert must choose, and a read-only summary of the
+candidate) and its exact bytes (indent 2, UTF-8, trailing newline, field order as the schema
+lists them so the file reads top to bottom). The id is copied verbatim: it is minted from the
+candidate's key and the learning store finds the candidate by it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def template_for(
     """
     run = candidate_run
     cand = run.candidate
-    if run.validator.outcome != "accepted":
+    if not run.awaits_verdict:
         raise ValueError(f"{cand.id} was rejected by the validator; it gets no verdict template")
     template_name(cand.id)
     red = redactor if redactor is not None else Redactor()

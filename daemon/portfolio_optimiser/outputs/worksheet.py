@@ -98,7 +98,7 @@ def decision_cell(run: CandidateRun, result: RunResult, red: Redactor) -> str:
     decided = result.decided.get(run.candidate.id)
     if decided is not None:
         return decided_text(run.candidate, decided, red)
-    if run.validator.outcome != "accepted":
+    if not run.awaits_verdict:
         return "no verdict asked: its numbers did not hold"
     return "awaiting a verdict"
 

@@ -222,7 +222,7 @@ def build_run_files(
     verdict_ref = _template_schema_ref(schema_ref, run_folder=run_folder, outbox=outbox)
     names: list[str] = []
     for run in result.candidates:
-        if run.validator.outcome != "accepted" or run.candidate.id in result.decided:
+        if not run.awaits_verdict or run.candidate.id in result.decided:
             continue  # no template: the report says why, or who decided it already
         name = template_name(run.candidate.id)
         if f"verdicts/{name}" in files:

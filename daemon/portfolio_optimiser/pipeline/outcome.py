@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from portfolio_optimiser.context import standing
 from portfolio_optimiser.context.changes import LineChange
 from portfolio_optimiser.context.decisions import Decision
 from portfolio_optimiser.context.models import Candidate
@@ -44,8 +45,19 @@ class CandidateRun(BaseModel):
     """Experts rejected this measure type on these codes twice: who, when, why (report only)."""
 
     @property
+    def awaits_verdict(self) -> bool:
+        """An expert's verdict is asked on it (:func:`standing.awaits_verdict`)."""
+        return standing.awaits_verdict(self.validator.outcome)
+
+    @property
+    def validated(self) -> bool:
+        """Its saving counts as validated (:func:`standing.validated`)."""
+        return standing.validated(self.validator.outcome, self.checker.outcome)
+
+    @property
     def blocked(self) -> bool:
-        return self.validator.outcome == "rejected" or self.checker.outcome == "rejected"
+        """Rejected by the validator or blocked by the checker: its saving does not count."""
+        return not self.validated
 
 
 class LineFacts(BaseModel):

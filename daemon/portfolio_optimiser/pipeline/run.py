@@ -156,7 +156,7 @@ async def run_project(
         references={
             c.candidate.id: ref
             for c in run.outcomes
-            if c.validator.outcome == "accepted"
+            if c.awaits_verdict  # what the expert is asked about is shown with its reference
             for ref in references_of(c.candidate, run.references)
         },
         candidates=tuple(run.outcomes),

@@ -27,6 +27,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
+from portfolio_optimiser.outputs.proposals import read_proposals
 from portfolio_optimiser.outputs.writer import move_run_folder, schema_ref_for, write_run_outputs
 from portfolio_optimiser.pipeline.budget import read_spend, write_spend
 from portfolio_optimiser.pipeline.outcome import RunResult
@@ -86,8 +87,6 @@ class RunSummary:
     @classmethod
     def read(cls, folder: Path) -> RunSummary:
         """From a run folder this job wrote whole (atomically) before it was cut off."""
-        from portfolio_optimiser.outputs.proposals import read_proposals
-
         proposals = read_proposals(folder / "proposals.json")
         provenance = json.loads((folder / "provenance.json").read_text("utf-8"))
         rows = tuple(

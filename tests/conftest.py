@@ -7,6 +7,7 @@ leaves. Subprocesses (the daemon, the llama.cpp server) are started on 127.0.0.1
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import socket
 import sys
@@ -63,9 +64,10 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 def _dbos_ends_with_the_test() -> Iterator[None]:
     """DBOS is one per process: a test that launched it on its workspace stops it."""
     yield
-    durable = sys.modules.get("portfolio_optimiser.daemon.durable")
-    if durable is not None:
-        durable.stop_engine()
+    if "portfolio_optimiser.daemon.durable" in sys.modules:
+        # Imported again, it waits for an import another thread has under way (a job a stop left
+        # in hand may still be loading DBOS) before its engine is stopped.
+        importlib.import_module("portfolio_optimiser.daemon.durable").stop_engine()
 
 
 @pytest.fixture(scope="session")

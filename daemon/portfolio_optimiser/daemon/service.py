@@ -43,6 +43,9 @@ __all__ = ["Service"]
 
 IDLE_WAIT_CAP_S: Final = 10.0
 """The longest an idle loop sleeps when nothing is due sooner (a hint or a signal wakes it)."""
+IDLE_WAIT_FLOOR_S: Final = 0.01
+"""The shortest: what is due is handled when it is due (an entry's quiet period ends, a retry's
+back-off runs out), not a tick later; the floor only keeps a deadline just passed from spinning."""
 STATUS_REFRESH_S: Final = 30.0
 """status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 
@@ -197,6 +200,8 @@ class Service:
         except Exception as exc:  # a defect: logged, and the daemon exits for systemd to restart
             self.log.exception("processing failed", error=f"{type(exc).__name__}: {exc}")
             loop.failure.append(exc)
+        finally:
+            self.hints.put(None)  # the loop takes what arrived meanwhile now, not a tick later
 
     def _keep_alive(self, processor: Processor, loop: _Loop) -> None:
         """A dead observer restarted; the watchdog pinged only while healthy; the status said
@@ -230,16 +235,21 @@ class Service:
                     self._heartbeat(processor.ledger, loop.heartbeat)
 
     def _wait(self, processor: Processor, loop: _Loop) -> None:
-        if not loop.idle:
-            self.stop.wait(self.tick_s)
-            return
-        processor.desk.close_engine(idle_only=True)  # at the first idle tick (``durable``)
-        # Idle: wake for the first hint, so a verdict or a folder moved in is handled in
-        # milliseconds; else at the next thing due (a settling entry, a retry, a watchdog ping,
-        # a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up costs CPU, and an idle
-        # daemon should cost next to none.
+        """Until something happens: a hint, the processing thread's end, a stop or a reload —
+        or, at the latest, the next thing due."""
+        if loop.idle:
+            processor.desk.close_engine(idle_only=True)  # at the first idle tick (``durable``)
+            # Idle: woken by the first hint, so a verdict or a folder moved in is handled in
+            # milliseconds; else at the next thing due (a settling entry, a retry, a watchdog
+            # ping, a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up costs CPU, and an
+            # idle daemon should cost next to none.
+            timeout = self._idle_wait(processor, loop)
+        else:
+            # Busy: hints are kept for when the processor is free again, and the thread's end
+            # wakes the loop; the tick only paces the watchdog's pings meanwhile.
+            timeout = self.tick_s
         with contextlib.suppress(queue.Empty):
-            hint = self.hints.get(timeout=self._idle_wait(processor, loop))
+            hint = self.hints.get(timeout=timeout)
             if hint is not None:
                 self._early.append(hint)
 
@@ -282,7 +292,7 @@ class Service:
         due = processor.seconds_until_next()
         if due is not None:
             waits.append(due)
-        return max(self.tick_s, min(waits))
+        return max(IDLE_WAIT_FLOOR_S, min(waits))
 
     def _drain(self, processor: Processor, *, limit: int = 10_000) -> None:
         """Apply the hints that arrived since the last tick, each entry once, a bounded number."""

@@ -121,10 +121,9 @@ def measure(n: int) -> dict[str, float]:
 def rows(results: dict[int, dict[str, float]]) -> list[Row]:
     largest = max(results)
 
-    def across(key: str, unit: str, scale: float = 1.0) -> str:
+    def across(key: str, unit: str, scale: float = 1.0, digits: int = 2) -> str:
         return ", ".join(
-            f"{n}: {results[n][key] * scale:.{2 if scale == 1 else 0}f} {unit}"
-            for n in sorted(results)
+            f"{n}: {results[n][key] * scale:.{digits}f} {unit}" for n in sorted(results)
         )
 
     def ok(key: str) -> bool:
@@ -149,10 +148,15 @@ def rows(results: dict[int, dict[str, float]]) -> list[Row]:
         Row(
             "a verdict → page (median of 5)",
             "≤ 10 ms at 10 000",
-            across("verdict", "ms", 1000),
+            across("verdict", "ms", 1000, 0),
             ok("verdict"),
         ),
-        Row("peak RSS after start-up", "≤ 500 MB at 10 000", across("rss_mb", "MB"), ok("rss_mb")),
+        Row(
+            "peak RSS after start-up",
+            "≤ 500 MB at 10 000",
+            across("rss_mb", "MB", digits=0),
+            ok("rss_mb"),
+        ),
     ]
 
 

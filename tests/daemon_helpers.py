@@ -82,6 +82,29 @@ def wait_for(
 # -- workspaces ------------------------------------------------------------------------------------
 
 
+def service_on(root: Path, *, tick_s: float) -> tuple[Any, Any]:
+    """A fresh workspace under ``root`` and an in-process daemon (``Service``) on it, whose
+    bundles settle after 0.1 s; the caller pins the reasoning mode in the environment."""
+    import structlog
+
+    from portfolio_optimiser.config import load_config
+    from portfolio_optimiser.daemon.service import Service
+    from portfolio_optimiser.daemon.workspace import Workspace
+
+    ws = Workspace.at(root / "ws", environ={})
+    ws.ensure()
+    config = load_config()
+    daemon = config.daemon.model_copy(update={"stability_seconds": 0.1})
+    service = Service(
+        ws,
+        None,
+        config.model_copy(update={"daemon": daemon}),
+        log=structlog.get_logger("t"),
+        tick_s=tick_s,
+    )
+    return ws, service
+
+
 def make_workspace(
     root: Path,
     *,

@@ -642,7 +642,7 @@ def test_a_stop_asked_for_during_a_long_run_is_not_counted_as_a_crash(
     import threading
     import time
 
-    from portfolio_optimiser.daemon.service import Service
+    from .daemon_helpers import service_on
 
     def slow(*_args: Any) -> Any:  # a run longer than the stop grace
         time.sleep(3)
@@ -650,17 +650,7 @@ def test_a_stop_asked_for_during_a_long_run_is_not_counted_as_a_crash(
 
     monkeypatch.setattr("portfolio_optimiser.daemon.job.run_pipeline", slow)
     monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
-    ws = Workspace.at(tmp_path / "ws", environ={})
-    ws.ensure()
-    config = load_config()
-    daemon = config.daemon.model_copy(update={"stability_seconds": 0.1})
-    service = Service(
-        ws,
-        None,
-        config.model_copy(update={"daemon": daemon}),
-        log=structlog.get_logger("t"),
-        tick_s=0.05,
-    )
+    ws, service = service_on(tmp_path, tick_s=0.05)
     service.stop_grace_s = 0.3
     drop_bundle(ws)
 

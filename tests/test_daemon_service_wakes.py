@@ -11,15 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
-from portfolio_optimiser.config import load_config
 from portfolio_optimiser.daemon import job
-from portfolio_optimiser.daemon.service import Service
-from portfolio_optimiser.daemon.workspace import Workspace
 
 from .conftest import EXAMPLES
-from .daemon_helpers import wait_for
+from .daemon_helpers import service_on, wait_for
 
 SCHOOL = EXAMPLES / "portfolio" / "lillevik-school"
 TICK_S = 60.0
@@ -43,17 +39,7 @@ def test_a_verdict_saved_during_a_run_is_taken_in_when_the_run_ends_not_a_tick_l
 
     monkeypatch.setattr(job, "run_pipeline", slow_run)
     monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
-    ws = Workspace.at(tmp_path / "ws", environ={})
-    ws.ensure()
-    config = load_config()
-    daemon = config.daemon.model_copy(update={"stability_seconds": 0.1})
-    service = Service(
-        ws,
-        None,
-        config.model_copy(update={"daemon": daemon}),
-        log=structlog.get_logger("t"),
-        tick_s=TICK_S,
-    )
+    ws, service = service_on(tmp_path, tick_s=TICK_S)
     staged = tmp_path / "staged"
     shutil.copytree(SCHOOL, staged)
     thread = threading.Thread(target=service.run, daemon=True)

@@ -228,21 +228,29 @@ class Engine:
             raise RuntimeError(f"the job {job.identity[:12]} ended with no record in the ledger")
         return Job.from_json(stored)
 
-    def pending(self) -> list[Submitted]:
-        self._launch()  # launching recovers what a crash cut off here
-        # On a shared database DBOS stamps a queued job with the executor that enqueued it, so
-        # only what runs here counts; on one machine a recovered job is queued again first.
-        statuses = DBOS.list_workflows(
-            status=["PENDING"] if self.settings.shared else list(_RUNNING),
+    def _under_way(self, executor: str, statuses: list[str]) -> list[str]:
+        """The workflow ids of ``executor``'s bundle jobs in ``statuses``, at this version."""
+        listed = DBOS.list_workflows(
+            status=statuses,
             name="bundle_job",
-            executor_id=self.settings.executor_id,
+            executor_id=executor,
             app_version=APPLICATION_VERSION,
             load_input=False,
             load_output=False,
         )
+        return [status.workflow_id for status in listed]
+
+    def _here(self) -> list[str]:
+        # On a shared database DBOS stamps a queued job with the executor that enqueued it, so
+        # only what runs here counts; on one machine a recovered job is queued again first.
+        statuses = ["PENDING"] if self.settings.shared else list(_RUNNING)
+        return self._under_way(self.settings.executor_id, statuses)
+
+    def pending(self) -> list[Submitted]:
+        self._launch()  # launching recovers what a crash cut off here
         under_way = []
-        for status in statuses:
-            identity, attempt = _attempt(status.workflow_id)
+        for wid in self._here():
+            identity, attempt = _attempt(wid)
             stored = self.ledger.jobs.get(identity)
             if stored is not None:
                 job = dataclasses.replace(Job.from_json(stored), attempt=attempt)
@@ -258,17 +266,10 @@ class Engine:
         with self.ledger.machines.taken_over(executor) as gone:
             if not gone:
                 return None
-            statuses = DBOS.list_workflows(
-                status="PENDING",
-                name="bundle_job",
-                executor_id=executor,
-                app_version=APPLICATION_VERSION,
-                load_input=False,
-                load_output=False,
-            )
-            for status in statuses:
-                DBOS.resume_workflow(status.workflow_id, queue_name=QUEUE)
-            return len(statuses)
+            handed = self._under_way(executor, ["PENDING"])
+            for wid in handed:
+                DBOS.resume_workflow(wid, queue_name=QUEUE)
+            return len(handed)
 
     def serve(self) -> None:
         self._launch()
@@ -277,7 +278,7 @@ class Engine:
         if not self.launched:
             return False
         try:
-            return bool(self.pending())
+            return bool(self._here())  # asked at every idle tick: the ledger is not read
         except Exception:  # the database away: stopping loses nothing a restart does not find
             return False
 
@@ -312,7 +313,8 @@ def engine_for(
 
 
 def stop_engine() -> None:
-    """At the end of a command and of each test: DBOS's threads do not outlive their work."""
+    """The process's engine stopped, whoever opened it: the tests' teardown, so that DBOS's
+    threads do not outlive a test (commands close the engine they opened)."""
     if _engine is not None:
         _engine.close()
 

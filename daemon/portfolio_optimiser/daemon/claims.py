@@ -34,7 +34,7 @@ from .portfolio import Portfolio
 from .stability import snapshot
 from .workspace import Workspace
 
-__all__ = ["Floor", "InboxClaim", "RerunClaim", "due_retries", "next_retry", "take_claim"]
+__all__ = ["Claim", "Floor", "InboxClaim", "RerunClaim", "due_retries", "next_retry", "take_claim"]
 
 
 @dataclass
@@ -120,11 +120,7 @@ class InboxClaim:
         return self.left(costed(self.floor, self.claimed, self.name, self.identity, cost, exc))
 
     def left(self, result: ItemResult) -> ItemResult:
-        if result.state not in ("retry", UNDER_WAY):
-            self.floor.ledger.jobs.forget_claim(
-                self.claimed.name
-            )  # it left its claimed place for good
-        return result
+        return _left(self.floor, self.claimed, result)
 
 
 @dataclass(frozen=True)
@@ -199,13 +195,13 @@ def take_claim(
     try:
         content = content_digest(claimed)
     except ClaimError as exc:  # a symlink, a pipe or a device inside the bundle
-        return _gone(floor, claimed, set_aside(floor, claimed, name, None, str(exc)))
+        return _left(floor, claimed, set_aside(floor, claimed, name, None, str(exc)))
     except (OSError, ValueError) as exc:
         sentence = f"{name}: cannot be read ({exc}); check its permissions and drop it again"
-        return _gone(floor, claimed, set_aside(floor, claimed, name, None, sentence))
+        return _left(floor, claimed, set_aside(floor, claimed, name, None, sentence))
     oversized = _oversized(floor.config, claimed, name)
     if oversized is not None:
-        return _gone(floor, claimed, set_aside(floor, claimed, name, content, oversized))
+        return _left(floor, claimed, set_aside(floor, claimed, name, content, oversized))
     remembered = floor.ledger.jobs.claim_identity(claimed.name)
     try:
         bundle = _bundle_root(floor.config, claimed)
@@ -223,11 +219,13 @@ def take_claim(
             floor.ledger.jobs.remember_claim(claimed.name, identity)
     except Exception as exc:
         cost = cost_of(exc, name, rerun=False)
-        return _gone(floor, claimed, costed(floor, claimed, name, content, cost, exc))
+        return _left(floor, claimed, costed(floor, claimed, name, content, cost, exc))
     return InboxClaim(floor, claimed, name, bundle, content, identity, references)
 
 
-def _gone(floor: Floor, claimed: Path, result: ItemResult) -> ItemResult:
+def _left(floor: Floor, claimed: Path, result: ItemResult) -> ItemResult:
+    """Unless it waits in its claimed place (a retry) or goes on there (under way), the input
+    has left it for good: the identity the claim was given is forgotten with it."""
     if result.state not in ("retry", UNDER_WAY):
         floor.ledger.jobs.forget_claim(claimed.name)
     return result

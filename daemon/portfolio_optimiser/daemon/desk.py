@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .claim import claim as claim_entry
 from .claim import original_name, recover, sweep_stale
-from .claims import Floor, InboxClaim, RerunClaim, take_claim
+from .claims import Claim, Floor, InboxClaim, take_claim
 from .decide import Duplicate, LedgerView, New, Refused, Resume, TakeOver, Wait, decide
 from .engine import EngineSettings, JobEngine, Submitted, open_engine
 from .funding import Funding
@@ -30,8 +30,6 @@ from .reruns import run_due
 from .stores import Stores
 
 __all__ = ["JobDesk", "Started"]
-
-Claim = InboxClaim | RerunClaim
 
 
 @dataclass(frozen=True)
@@ -227,7 +225,6 @@ class JobDesk:
 
     def reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
         """A new run for each ingested project the portfolio moved under (its identity is new)."""
-        self.reruns_due = False
         results, self.reruns_due = run_due(self, stop)
         return results
 

@@ -9,6 +9,7 @@ becomes is the job desk's (``desk``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.reasoning.environment import admission_for
+from portfolio_optimiser.reasoning.queries import Admission
 from portfolio_optimiser.reasoning.store import Store
 
 from .filters import InboxFilter
@@ -45,12 +47,16 @@ class Intake:
         self.filter = InboxFilter()
         self.bundles = StabilityTracker(config.daemon.stability_seconds)
         self.verdicts = StabilityTracker(config.daemon.verdict_quiet_seconds)
-        # Built once (the environment is read at start and on reload), with the intake's clock,
-        # so each record still carries the moment it was written.
-        self._admission = admission_for(
-            config,
-            now=datetime.fromtimestamp(clock(), UTC),
-            environ=environ,
+
+    @functools.cached_property
+    def _admission(self) -> Admission:
+        """Built at the first verdict, not at start-up, and then once (the environment is read at
+        start and on reload), with the intake's clock, so each record still carries the moment
+        it was written."""
+        return admission_for(
+            self.config,
+            now=datetime.fromtimestamp(self.clock(), UTC),
+            environ=self.environ,
             clock=lambda: datetime.fromtimestamp(self.clock(), UTC),
         )
 

@@ -118,12 +118,15 @@ class Processor:
     def settle_by_age(self) -> None:
         self.intake.settle_by_age()
 
-    def _taken(self, result: ItemResult | None) -> ItemResult | None:
+    def _taken(self, result: ItemResult | None) -> None:
         if result is not None:
-            if result.state == VerdictState.INGESTED.value:
-                self.desk.reruns_due = True  # what experts taught may add a candidate somewhere
-                self.desk.publish_portfolio()
-            self.history.append(result)
+            self.history.append(self._verdict_done(result))
+
+    def _verdict_done(self, result: ItemResult) -> ItemResult:
+        """What an ingested verdict changes beyond the wiki: the page, and the reruns due."""
+        if result.state == VerdictState.INGESTED.value:
+            self.desk.reruns_due = True  # what experts taught may add a candidate somewhere
+            self.desk.publish_portfolio()
         return result
 
     # -- a step ----------------------------------------------------------------------------------
@@ -137,10 +140,7 @@ class Processor:
         for verdict in self.intake.ready_verdicts():
             if stop():
                 return results
-            results.append(self.intake.verdict(verdict, quiet=True))
-            if results[-1].state == VerdictState.INGESTED.value:
-                desk.reruns_due = True
-                desk.publish_portfolio()
+            results.append(self._verdict_done(self.intake.verdict(verdict, quiet=True)))
         ready = self.intake.ready_bundles()
         for claimed in due_retries(self.floor, self.clock()):
             if stop():

@@ -1,9 +1,11 @@
 """The service loop: ``run``, the daemon (``once`` is its one-shot sibling, in ``once``).
 
 Decides: when to look and when to stop. Start: lock the workspace (one daemon per workspace),
-open the ledger, finish what a crash left claimed, start the watcher, scan, ``READY=1``. Loop:
-drain hints, rescan every ``rescan_seconds`` (events get lost), process what is ready one item at
-a time, restart a dead observer, and ping the systemd watchdog only while healthy. SIGTERM stops
+open the ledger, start the watcher, ``READY=1``; the first step then finishes what a crash left
+claimed and scans. Loop: drain hints, rescan every ``rescan_seconds`` (events get lost), process
+what is ready one item at a time on the processing thread, restart a dead observer, and ping the
+systemd watchdog only while healthy; the loop sleeps until a hint, the processing thread's end,
+a stop or the next thing due. SIGTERM stops
 taking work; the item in hand finishes (its run is bounded by ``run_timeout_seconds``) or, if
 systemd's stop timeout ends the process first, stays claimed and is finished at the next start.
 SIGHUP reloads the configuration; a bad new config is logged and the old one kept.
@@ -102,9 +104,11 @@ class Service:
         self.reload = threading.Event()
         self.stop_grace_s = 25.0  # under systemd's TimeoutStopSec=30s
         self._last_status = ""
-        self._early: list[Hint] = []
+        self._early: dict[Path, bool] = {}
+        """Entries hinted at while the processor was busy, each once (moved in or not)."""
         self.hints: queue.SimpleQueue[Hint | None] = queue.SimpleQueue()
-        """The watcher's hints; ``None`` only wakes the loop (a stop or a reload was asked for)."""
+        """The watcher's hints; ``None`` only wakes the loop (a stop or a reload was asked for,
+        or the processing thread ended)."""
 
     def request_stop(self) -> None:
         """What SIGTERM does: the loop wakes now, not at its next deadline."""
@@ -249,9 +253,7 @@ class Service:
             # wakes the loop; the tick only paces the watchdog's pings meanwhile.
             timeout = self.tick_s
         with contextlib.suppress(queue.Empty):
-            hint = self.hints.get(timeout=timeout)
-            if hint is not None:
-                self._early.append(hint)
+            self._keep(self.hints.get(timeout=timeout))
 
     def _stopped(self, processor: Processor, loop: _Loop) -> None:
         self.notifier.stopping()
@@ -295,20 +297,19 @@ class Service:
         return max(IDLE_WAIT_FLOOR_S, min(waits))
 
     def _drain(self, processor: Processor, *, limit: int = 10_000) -> None:
-        """Apply the hints that arrived since the last tick, each entry once, a bounded number."""
-        entries: dict[Path, bool] = {}
-        for hint in self._early:
-            entries[hint.entry] = entries.get(hint.entry, False) or hint.moved_in
-        self._early.clear()
+        """Apply the hints that arrived since the last look, each entry once, a bounded number."""
         for _ in range(limit):
             try:
-                queued = self.hints.get_nowait()
+                self._keep(self.hints.get_nowait())
             except queue.Empty:
                 break
-            if queued is not None:
-                entries[queued.entry] = entries.get(queued.entry, False) or queued.moved_in
+        entries, self._early = self._early, {}
         for entry, moved_in in entries.items():
             processor.observe(entry, moved_in=moved_in)
+
+    def _keep(self, hint: Hint | None) -> None:
+        if hint is not None:
+            self._early[hint.entry] = self._early.get(hint.entry, False) or hint.moved_in
 
     def _reload(self, processor: Processor) -> None:
         self.notifier.reloading()

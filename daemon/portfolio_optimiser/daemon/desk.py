@@ -4,9 +4,10 @@ claim and a rerun.
 Decides the only safe order for one job: a claim (``claims``) is decided against what the ledger
 knows of its identity (``decide``, pure), then handed to the engine (``engine``), waited for, and
 a failure costs the claim what ``outcomes`` says. Its input leaves for ``bundles/projects/`` only
-at the end of its job's stages (``job``). Recovery is here and only here: what a crash cut off is
-finished by the engine as it starts and waited for, then each input still claimed goes the same
-path as a fresh one. What follows a settled job in this process is here too: the reference
+at the end of its job's stages (``job``). Recovery after a crash is here and only here: what a
+crash cut off is finished by the engine as it starts and waited for, then each input still claimed
+goes the same path as a fresh one (a job met under way on a machine that is gone, while it is
+waited for, is handed to a live one by the engine's wait). What follows a settled job in this process is here too: the reference
 classes it changed, the portfolio page, and the reruns the portfolio moved under.
 """
 

@@ -1,8 +1,9 @@
 """The engine port: what the daemon, a worker and ``recover`` ask of the durable-execution engine.
 
-Decides: the four things a job floor needs of it — hand a job over (``submit``), wait for what it
-came to (``result``), the jobs under way here (``pending``), and hand a gone machine's jobs to the
-live ones (``recover``) — and nothing else. ``durable`` is the one module that knows DBOS; it is
+Decides: what a job floor needs of it — hand a job over (``submit``), wait for what it came to
+(``result``), the jobs under way here (``pending``), and hand a gone machine's jobs to the live
+ones (``recover``) — besides taking jobs from the queue (``serve``, a worker's) and stopping
+(``close``), and nothing else. ``durable`` is the one module that knows DBOS; it is
 imported only when a process first needs an engine, so commands that run no job never pay for it.
 """
 

@@ -4,7 +4,11 @@ Decides: the durable state of every input (``claimed``, ``done``, ``failed``, ``
 ``retry``), each bundle job's checkpoint (the stage it passed and its state, ``job``), each
 verdict's history per candidate (the last one recorded wins for readers), and which candidate ids
 the daemon has published, so a verdict naming an unknown id can be told so. A re-drop
-of identical content finds its existing row; "duplicate" is that finding, not a state.
+of identical content finds its existing row; "duplicate" is that finding, not a state. The items
+and the run counts are the :class:`Ledger`'s own; the rest are its parts, each a class of its own
+on the same connection: ``ledger.jobs`` (``ledger_jobs``), ``ledger.records``
+(``ledger_records``), ``ledger.budget`` (``ledger_budget``) and ``ledger.machines``
+(``ledger_machines``).
 
 Never reads the clock (every timestamp is an ISO string passed in), never touches the inbox or the
 outbox, and never decides whether a transition is allowed or when to give up — the service does.

@@ -41,6 +41,7 @@ from .claim import ClaimError, content_digest
 from .job import run_id_for
 from .ledger import Ledger
 from .references import publish_reference_classes, read_reference_classes
+from .runner import learning_store
 from .workspace import Workspace
 
 __all__ = ["Due", "Portfolio", "portfolio_version", "run_identity"]
@@ -104,6 +105,11 @@ class Portfolio:
     _published_here: bool = False
     _read_from: tuple[tuple[str, int, int], ...] | None = None
     """The pages (name, mtime, size) the classes were last read back from."""
+
+    @classmethod
+    def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
+        """A process's one portfolio, whose learning store reads the verdicts through ``ledger``."""
+        return cls(workspace, config, log, lambda: learning_store(workspace, ledger, log))
 
     def projects(self) -> dict[str, tuple[Path, str, Project]]:
         """Every ingested project that loads: folder name → (folder, content hash, IR)."""

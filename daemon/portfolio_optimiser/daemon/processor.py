@@ -26,7 +26,6 @@ from .intake import Intake
 from .ledger import Ledger
 from .outcomes import ItemResult
 from .portfolio import Portfolio
-from .runner import learning_store
 from .stores import stores_for
 from .verdicts import VerdictState
 from .workspace import Workspace
@@ -62,7 +61,7 @@ class Processor:
         ws, ledger, clock, log = self.workspace, self.ledger, self.clock, self.log
         self.config = config
         store = self.reasoning_store
-        self.portfolio = Portfolio(ws, config, log, lambda: learning_store(ws, ledger, log))
+        self.portfolio = Portfolio.of(ws, config, ledger, log)
         self.floor = Floor(ws, config, ledger, clock, log, waiting=waiting)
         self.intake = Intake(ws, config, ledger, clock, log, store, self.environ)
         # Claims are renames: the claim folder must sit on the inbox's file system.

@@ -29,7 +29,6 @@ from .engine import EngineSettings, JobEngine, open_engine
 from .host import RunHost, iso
 from .ledger import Ledger
 from .portfolio import Portfolio
-from .runner import learning_store
 from .stores import Stores, hold_as, stores_for
 from .workspace import Workspace
 
@@ -116,7 +115,7 @@ def _serve(
         hold_as(ledger, stores, role="worker", now=iso(clock()))
         steps = ledger.reopen()
         # The process's one portfolio and reasoning store, for the jobs it runs.
-        portfolio = Portfolio(workspace, config, log, lambda: learning_store(workspace, steps, log))
+        portfolio = Portfolio.of(workspace, config, steps, log)
         store = Store(workspace.state)
         host = RunHost(
             workspace, config, steps, clock, log, portfolio, store, client_factory, environ

@@ -313,8 +313,8 @@ def engine_for(
 
 
 def stop_engine() -> None:
-    """The process's engine stopped, whoever opened it: the tests' teardown, so that DBOS's
-    threads do not outlive a test (commands close the engine they opened)."""
+    """The process's engine stopped, whoever opened it: the teardown of a test or a benchmark,
+    so that DBOS's threads do not outlive it (commands close the engine they opened)."""
     if _engine is not None:
         _engine.close()
 

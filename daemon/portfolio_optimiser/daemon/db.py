@@ -141,6 +141,12 @@ class Database:
             cursor.execute(self._sql(sql), params)
             return int(cursor.rowcount)
 
+    def write_all(self, statements: Iterable[tuple[str, tuple[Any, ...]]]) -> None:
+        """Several statements that commit together, or not at all."""
+        with self.transaction() as cursor:
+            for sql, params in statements:
+                cursor.execute(self._sql(sql), params)
+
     def write_many(self, sql: str, rows: Iterable[tuple[Any, ...]]) -> None:
         with self.transaction() as cursor:
             cursor.executemany(self._sql(sql), list(rows))

@@ -25,8 +25,10 @@ from .engine import EngineSettings, JobEngine, Submitted, open_engine
 from .funding import Funding
 from .host import GivenUp, RunHost
 from .job import Job, Stage
+from .ledger import Ledger
 from .outcomes import UNDER_WAY, ItemResult, cost_of
 from .portfolio import Portfolio
+from .portfolio_page import PortfolioPage
 from .reruns import run_due
 from .stores import Stores
 
@@ -53,6 +55,8 @@ class JobDesk:
         self.floor = floor
         self.host = host
         self.portfolio = portfolio
+        self.page = PortfolioPage(floor.workspace, portfolio, floor.log)
+        """The process's one writer of ``outbox/portfolio.md``."""
         self.funding = Funding(floor.config, floor.workspace, floor.ledger, floor.clock)
         self.claimed_dir = claimed_dir
         url = stores.database_url or (
@@ -210,11 +214,14 @@ class JobDesk:
         kind = "rerun" if job.rerun else "bundle"
         return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)
 
-    def publish_portfolio(self) -> None:
-        """``outbox/portfolio.md`` after every run and verdict; a failure to write it is logged,
-        never the run's (its own outputs are durable by now), and the next event writes it."""
+    def publish_portfolio(
+        self, ledger: Ledger | None = None, *, verdict: str | None = None
+    ) -> None:
+        """``outbox/portfolio.md`` after every run and every verdict on ``verdict`` (taken in
+        through ``ledger``, the intake's connection); a failure to write it is logged, never the
+        run's (its own outputs are durable by now), and the next event writes it."""
         try:
-            self.portfolio.publish_report(self.floor.ledger, stamp=self.floor.now())
+            self.page.publish(ledger or self.floor.ledger, stamp=self.floor.now(), verdict=verdict)
         except OSError as exc:
             self.floor.log.warning("portfolio report not written", problem=str(exc))
 

@@ -157,7 +157,12 @@ class Intake:
             self.verdicts.forget(path)
             self.log.warning("verdict refused", file=path.name, problem=outcome.message)
         return ItemResult(
-            path.name, "verdict", outcome.state.value, outcome.message, outcome.promoted
+            path.name,
+            "verdict",
+            outcome.state.value,
+            outcome.message,
+            outcome.promoted,
+            outcome.candidate_id,
         )
 
     def due(self) -> bool:

@@ -35,6 +35,7 @@ from portfolio_optimiser.pipeline.outcome import RunResult
 from .claim import release
 from .ledger import Ledger
 from .ledger_machines import SPEND_LOCK
+from .portfolio_page import page_of
 from .runner import RunInputs, run_pipeline
 from .workspace import Workspace
 
@@ -249,7 +250,10 @@ def settled(job: Job, ctx: JobContext) -> Job:
     summary, ledger, now = job.summary, ctx.ledger, ctx.stamp()
     folder = ctx.run_folder(job)
     ledger.records.add_candidates(job.run_id, summary.project_id, summary.candidates)
-    ledger.records.record_project_run(summary.project_id, job.run_id, str(folder), now=now)
+    page = page_of(folder, ctx.log)
+    ledger.records.record_project_run(
+        summary.project_id, job.run_id, str(folder), now=now, page=page
+    )
     ledger.mark(
         job.identity,
         "done",

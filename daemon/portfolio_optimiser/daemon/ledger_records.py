@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from .db import Database
 
-__all__ = ["CandidateInput", "CandidateRow", "LedgerRecords", "VerdictRow"]
+__all__ = ["CandidateInput", "CandidateRow", "LedgerRecords", "ProjectPage", "VerdictRow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,15 @@ class VerdictRow:
     name: str
     decision: str
     recorded_at: str
+
+
+class ProjectPage(NamedTuple):
+    """A project's latest run, and its candidates as the portfolio page counts them (JSON)."""
+
+    project_id: str
+    run_id: str
+    folder: str
+    candidates: str | None
 
 
 class CandidateInput(NamedTuple):
@@ -129,14 +138,23 @@ class LedgerRecords:
         )
         return len(values)
 
-    def record_project_run(self, project_id: str, run_id: str, folder: str, *, now: str) -> None:
-        """This run is now the project's latest: the one the portfolio report counts."""
-        self._db.write(
+    def record_project_run(
+        self, project_id: str, run_id: str, folder: str, *, now: str, page: str | None = None
+    ) -> None:
+        """This run is now the project's latest: the one the portfolio report counts. ``page``:
+        its validated candidates as the page counts them (JSON), kept with it in one transaction
+        so the page is built from the ledger, not by reading every run again."""
+        run = (
             "INSERT INTO project_runs (project_id, run_id, folder, recorded_at) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (project_id) DO UPDATE SET run_id = excluded.run_id,"
             " folder = excluded.folder, recorded_at = excluded.recorded_at",
             (project_id, run_id, folder, now),
         )
+        self._db.write_all([run] if page is None else [run, _page(project_id, run_id, page)])
+
+    def record_project_page(self, project_id: str, run_id: str, page: str) -> None:
+        """The page's candidates of a run recorded before the ledger kept them (read once)."""
+        self._db.write_all([_page(project_id, run_id, page)])
 
     def project_runs(self) -> list[tuple[str, str, str]]:
         """Each project's latest run: (project id, run id, folder), by project."""
@@ -144,6 +162,24 @@ class LedgerRecords:
             "SELECT project_id, run_id, folder FROM project_runs ORDER BY project_id"
         )
         return [(str(p), str(r), str(f)) for p, r, f in rows]
+
+    def project_pages(self, projects: Iterable[str] | None = None) -> list[ProjectPage]:
+        """Each project's latest run with the page's candidates kept for it (None where the
+        ledger has none for that run), by project; only ``projects`` when given."""
+        sql = (
+            "SELECT r.project_id, r.run_id, r.folder, p.candidates FROM project_runs r"
+            " LEFT JOIN project_pages p ON p.project_id = r.project_id AND p.run_id = r.run_id"
+        )
+        if projects is None:
+            rows = self._db.all(sql + " ORDER BY r.project_id")
+        else:
+            wanted = sorted(set(projects))
+            rows = [
+                row
+                for project_id in wanted
+                for row in self._db.all(sql + " WHERE r.project_id = ?", (project_id,))
+            ]
+        return [ProjectPage(str(p), str(r), str(f), c) for p, r, f, c in rows]
 
     def candidate(self, candidate_id: str) -> CandidateRow | None:
         """The candidate with this id, or None when no run published it."""
@@ -153,3 +189,12 @@ class LedgerRecords:
             (candidate_id,),
         )
         return None if row is None else CandidateRow(*row)
+
+
+def _page(project_id: str, run_id: str, page: str) -> tuple[str, tuple[str, str, str]]:
+    return (
+        "INSERT INTO project_pages (project_id, run_id, candidates) VALUES (?, ?, ?)"
+        " ON CONFLICT (project_id) DO UPDATE SET run_id = excluded.run_id,"
+        " candidates = excluded.candidates",
+        (project_id, run_id, page),
+    )

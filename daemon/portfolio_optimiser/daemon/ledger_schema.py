@@ -25,7 +25,7 @@ class LedgerError(UserError):
 
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
@@ -63,6 +63,11 @@ CREATE TABLE IF NOT EXISTS project_runs (
     run_id TEXT NOT NULL,
     folder TEXT NOT NULL,
     recorded_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS project_pages (
+    project_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    candidates TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS jobs (
     identity TEXT PRIMARY KEY,{seq_column}

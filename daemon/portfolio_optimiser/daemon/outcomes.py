@@ -38,6 +38,8 @@ class ItemResult:
     state: str
     message: str = ""
     output: Path | None = None
+    candidate_id: str | None = None
+    """The candidate a verdict judged."""
 
 
 def transient(exc: BaseException) -> str | None:

@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, Final
 
-from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ProjectReferences, ReferenceIndex
 from portfolio_optimiser.learning import VerdictStore
-from portfolio_optimiser.outputs.portfolio import SVG_NAME, PortfolioLine, render_portfolio
-from portfolio_optimiser.outputs.proposals import ProposalsError, read_proposals
 from portfolio_optimiser.pipeline.local import local_candidates
 from portfolio_optimiser.pipeline.precedent import precedents
 
@@ -95,8 +91,8 @@ class Portfolio:
     workspace: Workspace
     config: Config
     log: Any
-    verdicts: Callable[[], VerdictStore]
-    """The learning store as a run would see it now (the wiki and the ledger's verdicts)."""
+    ledger: Ledger
+    """The connection the learning store reads the verdicts through, unless given another."""
     _projects: dict[str, tuple[tuple[int, int], str, Project]] = field(default_factory=dict)
     """Ingested projects by folder name: (the folder's inode and mtime, content hash, IR). A
     project settles by a rename into place, which gives its folder a new inode: only then is it
@@ -109,7 +105,12 @@ class Portfolio:
     @classmethod
     def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
         """A process's one portfolio, whose learning store reads the verdicts through ``ledger``."""
-        return cls(workspace, config, log, lambda: learning_store(workspace, ledger, log))
+        return cls(workspace, config, log, ledger)
+
+    def verdicts(self, ledger: Ledger | None = None) -> VerdictStore:
+        """The learning store as a run would see it now (the wiki and the ledger's verdicts),
+        read through ``ledger`` (another thread's connection) or the portfolio's own."""
+        return learning_store(self.workspace, ledger or self.ledger, self.log)
 
     def projects(self) -> dict[str, tuple[Path, str, Project]]:
         """Every ingested project that loads: folder name → (folder, content hash, IR)."""
@@ -167,54 +168,6 @@ class Portfolio:
             )
             self._read_from = tuple(pages)
         return self._published
-
-    def publish_report(self, ledger: Ledger, *, stamp: str) -> Path:
-        """``outbox/portfolio.md`` and its chart, from each project's latest run and the
-        verdicts as they stand (the processor's job alone, after every run and verdict)."""
-        verdicts = self.verdicts()
-        lines: list[PortfolioLine] = []
-        for project_id, run_id, folder in ledger.records.project_runs():
-            try:
-                proposals = read_proposals(Path(folder) / "proposals.json")
-            except (OSError, ProposalsError) as exc:
-                self.log.warning(
-                    "run left out of the portfolio report", run=folder, problem=str(exc)
-                )
-                continue
-            for c in proposals.candidates:
-                if not c.validated:  # the page counts validated savings, as the run reports do
-                    continue
-                verdict = verdicts.get(c.id)
-                saving = Decimal(str(c.claimed_saving_nok))
-                expected = None
-                if verdict is not None and verdict.approves:
-                    base = Decimal(str(verdict.adjusted_saving_nok or c.claimed_saving_nok))
-                    rate = verdict.realization_rate
-                    expected = base * Decimal(str(rate if rate is not None else 1))
-                lines.append(
-                    PortfolioLine(
-                        project_id=project_id,
-                        run_id=run_id,
-                        candidate_id=c.id,
-                        title=c.title or c.id,
-                        codes=c.affected_codes,
-                        saving=saving,
-                        decision=verdict.decision.value if verdict is not None else None,
-                        expected=expected,
-                        adjusted=(
-                            Decimal(str(verdict.adjusted_saving_nok))
-                            if verdict is not None and verdict.adjusted_saving_nok is not None
-                            else None
-                        ),
-                    )
-                )
-        text, svg = render_portfolio(
-            lines, projects=sorted(self.by_id()), thin=self.references().thin(), stamp=stamp
-        )
-        outbox = self.workspace.outbox
-        publish_text(outbox / SVG_NAME, svg)
-        publish_text(outbox / "portfolio.md", text)
-        return outbox / "portfolio.md"
 
     def identity(self, bundle: Path, content: str) -> tuple[str, ProjectReferences]:
         """The run identity of a bundle about to run, and the snapshot it was computed against

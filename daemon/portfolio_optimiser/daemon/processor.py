@@ -125,7 +125,7 @@ class Processor:
         """What an ingested verdict changes beyond the wiki: the page, and the reruns due."""
         if result.state == VerdictState.INGESTED.value:
             self.desk.reruns_due = True  # what experts taught may add a candidate somewhere
-            self.desk.publish_portfolio()
+            self.desk.publish_portfolio(self.intake.ledger, verdict=result.candidate_id)
         return result
 
     # -- a step ----------------------------------------------------------------------------------

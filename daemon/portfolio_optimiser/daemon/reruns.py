@@ -13,6 +13,7 @@ from .claims import RerunClaim
 from .job import Job, Stage
 from .ledger import Ledger
 from .outcomes import ItemResult
+from .portfolio_page import page_of
 
 if TYPE_CHECKING:
     from .desk import JobDesk
@@ -56,7 +57,10 @@ def _restore(desk: JobDesk, folder: Path, identity: str) -> ItemResult:
         return ItemResult(folder.name, "rerun", "failed", why)
     now = desk.floor.now()
     ledger.records.add_candidates(job.run_id, summary.project_id, summary.candidates, now=now)
-    ledger.records.record_project_run(summary.project_id, job.run_id, str(run_folder), now=now)
+    page = page_of(run_folder, log)
+    ledger.records.record_project_run(
+        summary.project_id, job.run_id, str(run_folder), now=now, page=page
+    )
     desk.publish_portfolio()
     log.info("earlier run stands again", project=folder.name, run=job.run_id)
     return ItemResult(folder.name, "rerun", "done", "its earlier run stands again", run_folder)

@@ -42,12 +42,20 @@ from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.store import Admission, Store, availability_now
 
 from .ledger import Ledger
+from .ledger_records import VerdictRow
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # the portfolio imports the runner's learning store; typing only here
     from .portfolio import Portfolio
 
-__all__ = ["RunInputs", "learning_store", "open_circuits", "previous_version", "run_pipeline"]
+__all__ = [
+    "RunInputs",
+    "current_verdict",
+    "learning_store",
+    "open_circuits",
+    "previous_version",
+    "run_pipeline",
+]
 
 
 @dataclass(frozen=True)
@@ -190,15 +198,35 @@ def learning_store(workspace: Workspace, ledger: Ledger, log: Any) -> VerdictSto
     for page, why in problems:
         log.warning("wiki page skipped by the learning fold", page=page, problem=why)
     for row in ledger.records.latest_verdicts():
-        path = workspace.inbox_verdicts / row.name
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue  # taken away by the expert: the wiki keeps what was promoted
-        if hashlib.sha256(data).hexdigest() != row.digest:
-            continue  # edited since it was read; the daemon reads the new bytes first
-        try:
-            store.add(LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path))
-        except (VerdictError, VerdictFrontmatterError) as exc:
-            log.warning("verdict skipped by the learning fold", file=row.name, problem=str(exc))
+        learned = _recorded(workspace, row, log)
+        if learned is not None:
+            store.add(learned)
     return store
+
+
+def current_verdict(
+    workspace: Workspace, ledger: Ledger, candidate_id: str, log: Any
+) -> LearnedVerdict | None:
+    """One candidate's verdict as :func:`learning_store` would fold it: its last recorded file
+    while its bytes are the ones read, else what the wiki says (folded in full: rare)."""
+    row = ledger.records.latest_verdict(candidate_id)
+    learned = _recorded(workspace, row, log) if row is not None else None
+    if learned is not None:
+        return learned
+    return learning_store(workspace, ledger, log).get(candidate_id)
+
+
+def _recorded(workspace: Workspace, row: VerdictRow, log: Any) -> LearnedVerdict | None:
+    """The verdict a ledger row recorded, while its file still holds the bytes read."""
+    path = workspace.inbox_verdicts / row.name
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None  # taken away by the expert: the wiki keeps what was promoted
+    if hashlib.sha256(data).hexdigest() != row.digest:
+        return None  # edited since it was read; the daemon reads the new bytes first
+    try:
+        return LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path)
+    except (VerdictError, VerdictFrontmatterError) as exc:
+        log.warning("verdict skipped by the learning fold", file=row.name, problem=str(exc))
+        return None

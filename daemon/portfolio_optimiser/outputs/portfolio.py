@@ -6,18 +6,26 @@ expect; the largest candidates still open; which reference classes are too thin 
 Pure: it renders what it is given. Only each project's latest run counts (a rerun replaces the
 run before it), and a saving spanning several codes is counted once, against the set of codes, as
 in the run reports — so nothing is counted twice.
+
+The page is kept as a book: a run replaces one project's lines, a verdict one candidate's
+figures, and only what they touch is counted and rendered again (a verdict in a portfolio of ten
+thousand projects rewrites one row, not ten thousand). Every total is exact (``Decimal``), so the
+page a book reaches by changes is the page a book built afresh from the same lines renders.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import json
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final
 
+from .proposals import Proposals
 from .report import Redactor, format_nok, render_savings_svg
 
-__all__ = ["SVG_NAME", "PortfolioLine", "render_portfolio"]
+__all__ = ["SVG_NAME", "PageCandidate", "PageVerdict", "PortfolioBook", "page_json", "read_page"]
 
 SVG_NAME: Final = "portfolio.svg"
 _LARGEST: Final = 10
@@ -25,8 +33,8 @@ _APPROVED: Final = frozenset({"approved", "approved_with_adjustment"})
 
 
 @dataclass(frozen=True)
-class PortfolioLine:
-    """One validated candidate of a project's latest run, with the expert's word on it."""
+class PageCandidate:
+    """One validated candidate of a project's latest run, as the page counts it."""
 
     project_id: str
     run_id: str
@@ -34,34 +42,113 @@ class PortfolioLine:
     title: str
     codes: tuple[str, ...]
     saving: Decimal
-    decision: str | None = None
-    expected: Decimal | None = None
-    """What the expert expects to be realised (approved only): saving (or adjusted) × rate."""
+
+
+def page_json(proposals: Proposals) -> str:
+    """A run's candidates as the page counts them (the validated ones, in its order), as the
+    ledger keeps them beside the run: the page is built from these, not by reading every run."""
+    return json.dumps(
+        [
+            {
+                "id": c.id,
+                "title": c.title or c.id,
+                "codes": list(c.affected_codes),
+                "saving": str(Decimal(str(c.claimed_saving_nok))),
+            }
+            for c in proposals.candidates
+            if c.validated  # the page counts validated savings, as the run reports do
+        ],
+        ensure_ascii=False,
+    )
+
+
+def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
+    """What :func:`page_json` wrote (raises ``ValueError``, ``KeyError`` or ``TypeError`` for
+    anything else)."""
+    return [
+        PageCandidate(
+            project_id,
+            run_id,
+            str(entry["id"]),
+            str(entry["title"]),
+            tuple(str(code) for code in entry["codes"]),
+            Decimal(str(entry["saving"])),
+        )
+        for entry in json.loads(text)
+    ]
+
+
+@dataclass(frozen=True)
+class PageVerdict:
+    """An expert's word on a candidate, as the page counts it."""
+
+    decision: str
     adjusted: Decimal | None = None
     """The saving the expert signed off, where it differs from the claim."""
+    rate: Decimal | None = None
+    """The realisation the expert expects (approved only; 1 when not said)."""
 
     @property
-    def open(self) -> bool:
-        return self.decision is None
+    def approves(self) -> bool:
+        return self.decision in _APPROVED
+
+
+@dataclass(frozen=True)
+class _Line:
+    candidate: PageCandidate
+    position: int
+    """Its place in its run's list: the page lists a project's candidates in the run's order."""
+    verdict: PageVerdict | None
+
+    @property
+    def saving(self) -> Decimal:
+        return self.candidate.saving
+
+    @property
+    def expected(self) -> Decimal:
+        """What the expert expects to be realised (approved only): saving (or adjusted) × rate."""
+        verdict = self.verdict
+        if verdict is None or not verdict.approves:
+            return self.saving
+        base = verdict.adjusted if verdict.adjusted is not None else self.saving
+        return base * (verdict.rate if verdict.rate is not None else Decimal(1))
+
+    @property
+    def above(self) -> bool:
+        """Approved above the claim: the validator's figures do not cover the difference."""
+        adjusted = self.verdict.adjusted if self.verdict is not None else None
+        return adjusted is not None and adjusted > self.saving
+
+    @property
+    def rank(self) -> tuple[Decimal, str, int]:
+        """The order of the largest open candidates: by saving, then in the page's line order."""
+        return -self.saving, self.candidate.project_id, self.position
+
+    @property
+    def code_label(self) -> str:
+        return " + ".join(sorted(set(self.candidate.codes)))
 
 
 @dataclass
 class _Totals:
+    lines: int = 0
     validated: Decimal = Decimal(0)
     awaiting: Decimal = Decimal(0)
     approved: Decimal = Decimal(0)
     rejected: Decimal = Decimal(0)
     expected: Decimal = Decimal(0)
 
-    def add(self, line: PortfolioLine) -> None:
-        self.validated += line.saving
-        if line.decision is None:
-            self.awaiting += line.saving
-        elif line.decision in _APPROVED:
-            self.approved += line.saving
-            self.expected += line.expected if line.expected is not None else line.saving
+    def add(self, line: _Line, sign: int = 1) -> None:
+        """Count ``line`` in (``sign`` 1) or out (-1): exact, so out undoes in."""
+        self.lines += sign
+        self.validated += sign * line.saving
+        if line.verdict is None:
+            self.awaiting += sign * line.saving
+        elif line.verdict.approves:
+            self.approved += sign * line.saving
+            self.expected += sign * line.expected
         else:
-            self.rejected += line.saving
+            self.rejected += sign * line.saving
 
     def cells(self) -> str:
         values = (self.validated, self.awaiting, self.approved, self.rejected, self.expected)
@@ -71,69 +158,185 @@ class _Totals:
 _HEADER: Final = "validated | awaiting a verdict | approved | rejected | expected realisation |"
 
 
-def _by(lines: Iterable[PortfolioLine], key: str) -> dict[str, _Totals]:
-    totals: dict[str, _Totals] = {}
-    for line in lines:
-        label = line.project_id if key == "project" else " + ".join(sorted(set(line.codes)))
-        totals.setdefault(label, _Totals()).add(line)
-    return dict(sorted(totals.items()))
+@dataclass
+class PortfolioBook:
+    """The page's counts, kept up to date one change at a time."""
 
+    redactor: Redactor = field(default_factory=Redactor)
+    _projects: set[str] = field(default_factory=set)
+    _lines: dict[str, tuple[_Line, ...]] = field(default_factory=dict)
+    _verdicts: dict[str, PageVerdict] = field(default_factory=dict)
+    _where: dict[str, set[str]] = field(default_factory=dict)
+    """Candidate id → the projects whose latest run lists it."""
+    _whole: _Totals = field(default_factory=_Totals)
+    _by_project: dict[str, _Totals] = field(default_factory=dict)
+    _by_code: dict[str, _Totals] = field(default_factory=dict)
+    _rows: dict[str, str] = field(default_factory=dict)
+    _order: list[str] | None = None
+    _open: list[tuple[tuple[Decimal, str, int], str]] = field(default_factory=list)
+    """The open lines by rank, with their candidate ids: the largest are the first."""
+    _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
+    """Lines approved above their claim, by (project, place)."""
+    _svg: str | None = None
 
-def render_portfolio(
-    lines: Sequence[PortfolioLine],
-    *,
-    projects: Sequence[str],
-    thin: Sequence[tuple[str, str, int]],
-    stamp: str,
-    redactor: Redactor | None = None,
-) -> tuple[str, str]:
-    """(``portfolio.md``, ``portfolio.svg``) for these lines; ``projects`` are all ingested ones."""
-    red = redactor if redactor is not None else Redactor()
-    whole = _Totals()
-    for line in lines:
-        whole.add(line)
-    by_project = _by(lines, "project")
-    body = [
-        "# Portfolio savings",
-        "",
-        f"{len(projects)} projects; {len(lines)} validated candidates in their latest runs, "
-        f"**{format_nok(whole.validated)} NOK** in all: {format_nok(whole.awaiting)} NOK await a "
-        f"verdict, experts approved {format_nok(whole.approved)} NOK and expect "
-        f"{format_nok(whole.expected)} NOK to be realised.",
-        "",
-        f"![Validated savings by project]({SVG_NAME})",
-        "",
-        "## By project",
-        "",
-        f"| project | {_HEADER}",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for project in sorted(set(projects) | set(by_project)):
-        totals = by_project.get(project, _Totals())
-        body.append(f"| {red.text(project, 'a project id')} | {totals.cells()} |")
-    body += ["", "## By cost code", "", f"| code | {_HEADER}", "|---|---:|---:|---:|---:|---:|"]
-    for code, totals in _by(lines, "code").items():
-        body.append(f"| {red.text(code, 'a cost code')} | {totals.cells()} |")
-    largest = sorted((line for line in lines if line.open), key=lambda line: -line.saving)
-    body += ["", "## Largest candidates awaiting a verdict", ""]
-    if largest:
+    @classmethod
+    def of(
+        cls,
+        candidates: Iterable[PageCandidate],
+        *,
+        projects: Iterable[str],
+        verdicts: Mapping[str, PageVerdict],
+    ) -> PortfolioBook:
+        """A book built afresh: every project's candidates, and the verdicts as they stand."""
+        book = cls()
+        book._verdicts = dict(verdicts)
+        by_project: dict[str, list[PageCandidate]] = {}
+        for candidate in candidates:
+            by_project.setdefault(candidate.project_id, []).append(candidate)
+        for project_id, listed in by_project.items():
+            book.replace(project_id, listed)
+        book.set_projects(projects)
+        return book
+
+    # -- changes ---------------------------------------------------------------------------------
+
+    def set_projects(self, projects: Iterable[str]) -> None:
+        """The ingested projects (a project without a run still has its row)."""
+        known = set(projects)
+        if known != self._projects:
+            self._projects, self._order = known, None
+
+    def replace(self, project_id: str, candidates: Sequence[PageCandidate]) -> None:
+        """A project's latest run is now this one: its validated candidates, in its order."""
+        for line in self._lines.pop(project_id, ()):
+            self._count(line, -1)
+            self._where[line.candidate.candidate_id].discard(project_id)
+        lines = tuple(
+            _Line(c, i, self._verdicts.get(c.candidate_id)) for i, c in enumerate(candidates)
+        )
+        if lines:
+            self._lines[project_id] = lines
+        for line in lines:
+            self._count(line, 1)
+            self._where.setdefault(line.candidate.candidate_id, set()).add(project_id)
+        self._row(project_id)
+        self._order, self._svg = None, None
+
+    def set_verdict(self, candidate_id: str, verdict: PageVerdict | None) -> None:
+        """A candidate's verdict as it now stands (None: it has none)."""
+        if verdict is None:
+            self._verdicts.pop(candidate_id, None)
+        else:
+            self._verdicts[candidate_id] = verdict
+        for project_id in self._where.get(candidate_id, ()):
+            lines = list(self._lines[project_id])
+            for i, line in enumerate(lines):
+                if line.candidate.candidate_id == candidate_id:
+                    self._count(line, -1)
+                    lines[i] = _Line(line.candidate, line.position, verdict)
+                    self._count(lines[i], 1)
+            self._lines[project_id] = tuple(lines)
+            self._row(project_id)
+
+    def _count(self, line: _Line, sign: int) -> None:
+        project_id = line.candidate.project_id
+        self._whole.add(line, sign)
+        self._by_project.setdefault(project_id, _Totals()).add(line, sign)
+        self._by_code.setdefault(line.code_label, _Totals()).add(line, sign)
+        for key, totals in ((project_id, self._by_project), (line.code_label, self._by_code)):
+            if totals[key].lines == 0:
+                del totals[key]
+        if line.above:
+            place = (project_id, line.position)
+            if sign > 0:
+                self._above[place] = line
+            else:
+                del self._above[place]
+        if line.verdict is None:
+            entry = (line.rank, line.candidate.candidate_id)
+            if sign > 0:
+                insort(self._open, entry)
+            else:
+                del self._open[bisect_left(self._open, entry)]
+
+    def _row(self, project_id: str) -> None:
+        totals = self._by_project.get(project_id, _Totals())
+        shown = self.redactor.text(project_id, "a project id")
+        self._rows[project_id] = f"| {shown} | {totals.cells()} |"
+
+    # -- the page --------------------------------------------------------------------------------
+
+    def render(self, *, thin: Sequence[tuple[str, str, int]], stamp: str) -> tuple[str, str]:
+        """(``portfolio.md``, ``portfolio.svg``) as the book stands."""
+        red, whole = self.redactor, self._whole
+        if self._order is None:
+            self._order = sorted(self._projects | set(self._by_project))
+            for project_id in self._order:
+                if project_id not in self._rows:
+                    self._row(project_id)
+        body = [
+            "# Portfolio savings",
+            "",
+            f"{len(self._projects)} projects; {whole.lines} validated candidates in their latest "
+            f"runs, **{format_nok(whole.validated)} NOK** in all: {format_nok(whole.awaiting)} NOK "
+            f"await a verdict, experts approved {format_nok(whole.approved)} NOK and expect "
+            f"{format_nok(whole.expected)} NOK to be realised.",
+            "",
+            f"![Validated savings by project]({SVG_NAME})",
+            "",
+            "## By project",
+            "",
+            f"| project | {_HEADER}",
+            "|---|---:|---:|---:|---:|---:|",
+            *(self._rows[project_id] for project_id in self._order),
+            "",
+            "## By cost code",
+            "",
+            f"| code | {_HEADER}",
+            "|---|---:|---:|---:|---:|---:|",
+            *(
+                f"| {red.text(code, 'a cost code')} | {totals.cells()} |"
+                for code, totals in sorted(self._by_code.items())
+            ),
+            *self._largest(),
+            *self._approved_above(),
+            *_thin(thin),
+            "",
+            "---",
+            "",
+            f"Written {red.text(stamp, 'the stamp')}, after the latest run or verdict.",
+        ]
+        if self._svg is None:
+            bars = [(label, totals.validated) for label, totals in sorted(self._by_project.items())]
+            self._svg = render_savings_svg(bars, redactor=red, title="Validated savings by project")
+        return "\n".join(body) + "\n", self._svg
+
+    def _largest(self) -> list[str]:
+        red = self.redactor
+        body = ["", "## Largest candidates awaiting a verdict", ""]
+        if not self._open:
+            return [*body, "None: every validated candidate has a verdict."]
         body += ["| project | candidate | title | codes | saving (NOK) |", "|---|---|---|---|---:|"]
-        for line in largest[:_LARGEST]:
-            title = red.text(line.title, f"candidate {line.candidate_id}").replace("|", "/")
+        for (_saving, project_id, position), _id in self._open[:_LARGEST]:
+            c = self._lines[project_id][position].candidate
+            title = red.text(c.title, f"candidate {c.candidate_id}").replace("|", "/")
             body.append(
-                f"| {red.text(line.project_id, 'a project id')} | `{line.candidate_id}` | "
-                f"{title} | {', '.join(line.codes)} | {format_nok(line.saving)} |"
+                f"| {red.text(c.project_id, 'a project id')} | `{c.candidate_id}` | "
+                f"{title} | {', '.join(c.codes)} | {format_nok(c.saving)} |"
             )
-        body += [
+        return [
+            *body,
             "",
             "Each has a verdict template in `runs/<project>/<run>/verdicts/`; save it, filled "
             "in, into `inbox/verdicts/`.",
         ]
-    else:
-        body.append("None: every validated candidate has a verdict.")
-    above = [ln for ln in lines if ln.adjusted is not None and ln.adjusted > ln.saving]
-    if above:
-        body += [
+
+    def _approved_above(self) -> list[str]:
+        red = self.redactor
+        above = [self._above[place] for place in sorted(self._above)]
+        if not above:
+            return []
+        return [
             "",
             "## Approved above the claim",
             "",
@@ -143,26 +346,23 @@ def render_portfolio(
             "| project | candidate | claimed (NOK) | approved (NOK) |",
             "|---|---|---:|---:|",
             *(
-                f"| {red.text(ln.project_id, 'a project id')} | `{ln.candidate_id}` | "
-                f"{format_nok(ln.saving)} | {format_nok(ln.adjusted or 0)} ⚠ |"
+                f"| {red.text(ln.candidate.project_id, 'a project id')} | "
+                f"`{ln.candidate.candidate_id}` | {format_nok(ln.saving)} | "
+                f"{format_nok(ln.verdict.adjusted if ln.verdict and ln.verdict.adjusted else 0)}"
+                " ⚠ |"
                 for ln in above
             ),
         ]
-    body += ["", "## Thin reference classes", ""]
-    if thin:
-        body.append(
-            "Too few projects price these lines for a reference (more projects, or a lower "
-            "`[reference] min_comparables`, would let them be compared):"
-        )
-        body += ["", *(f"- {code} per {unit}: {n} project(s)" for code, unit, n in thin)]
-    else:
-        body.append("None.")
-    body += [
+
+
+def _thin(thin: Sequence[tuple[str, str, int]]) -> list[str]:
+    body = ["", "## Thin reference classes", ""]
+    if not thin:
+        return [*body, "None."]
+    return [
+        *body,
+        "Too few projects price these lines for a reference (more projects, or a lower "
+        "`[reference] min_comparables`, would let them be compared):",
         "",
-        "---",
-        "",
-        f"Written {red.text(stamp, 'the stamp')}, after the latest run or verdict.",
+        *(f"- {code} per {unit}: {n} project(s)" for code, unit, n in thin),
     ]
-    bars = [(label, totals.validated) for label, totals in by_project.items()]
-    svg = render_savings_svg(bars, redactor=red, title="Validated savings by project")
-    return "\n".join(body) + "\n", svg

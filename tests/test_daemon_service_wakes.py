@@ -1,5 +1,7 @@
-"""The service loop wakes on what happened, not on a tick: a verdict saved while the processing
-thread runs a bundle is taken in when that run ends, never a tick later."""
+"""An expert's verdict never waits behind a run (issue 19): a verdict saved while the processing
+thread runs a bundle is taken in while that run is still in hand — on the loop's thread, through
+the intake's own connection to the ledger — and the portfolio page shows it before the run ends.
+The tick is far longer than the tests wait, so a loop that slept it would fail them."""
 
 from __future__ import annotations
 
@@ -19,41 +21,106 @@ from .daemon_helpers import service_on, wait_for
 
 SCHOOL = EXAMPLES / "portfolio" / "lillevik-school"
 TICK_S = 60.0
-"""Far longer than the test waits: a loop that slept its tick after the run would fail it."""
+
+
+class SlowRuns:
+    """``run_pipeline`` made to take ``seconds`` from its ``slow_from``-th call on, saying when
+    a slow run is in hand and when it has ended."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *, slow_from: int, seconds: float) -> None:
+        self.real, self.calls = job.run_pipeline, 0
+        self.slow_from, self.seconds = slow_from, seconds
+        self.running, self.ended = threading.Event(), threading.Event()
+        monkeypatch.setattr(job, "run_pipeline", self)
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        if self.calls < self.slow_from:
+            return self.real(*args)
+        self.running.set()
+        time.sleep(self.seconds)  # the verdict arrives while the processing thread is in here
+        try:
+            return self.real(*args)
+        finally:
+            self.ended.set()
+
+
+def _bundle(tmp_path: Path, project_id: str) -> Path:
+    staged = tmp_path / f"staged-{project_id}"
+    shutil.copytree(SCHOOL, staged)
+    project = staged / "project.md"
+    project.write_text(
+        project.read_text("utf-8").replace("id: lillevik-school", f"id: {project_id}"), "utf-8"
+    )
+    return staged
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(".tmp-" + path.name)
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    tmp.rename(path)
 
 
 @pytest.mark.loadbearing
-def test_a_verdict_saved_during_a_run_is_taken_in_when_the_run_ends_not_a_tick_later(
+def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_run = job.run_pipeline
-    running, ended = threading.Event(), threading.Event()
-
-    def slow_run(*args: Any) -> Any:
-        running.set()
-        time.sleep(1.5)  # the verdict arrives while the processing thread is in here
-        try:
-            return real_run(*args)
-        finally:
-            ended.set()
-
-    monkeypatch.setattr(job, "run_pipeline", slow_run)
+    runs = SlowRuns(monkeypatch, slow_from=2, seconds=6.0)
     monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
     ws, service = service_on(tmp_path, tick_s=TICK_S)
-    staged = tmp_path / "staged"
-    shutil.copytree(SCHOOL, staged)
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
     try:
-        staged.rename(ws.inbox_projects / "lillevik-school")
-        assert running.wait(30), "the bundle's run never started"
+        _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
+        wait_for(
+            lambda: list(ws.outbox.glob("runs/lillevik-school/*/verdicts/*.json")),
+            timeout_s=60,
+            what="the first bundle's verdict templates",
+        )
+        _bundle(tmp_path, "lillevik-annex").rename(ws.inbox_projects / "lillevik-annex")
+        assert runs.running.wait(30), "the second bundle's run never started"
+        [template, *_] = sorted(ws.outbox.glob("runs/lillevik-school/*/verdicts/*.json"))
+        data = json.loads(template.read_text("utf-8"))
+        data |= {"decision": "approved", "rationale": "Checked on site.", "reviewer": "KE"}
+        _save(ws.inbox_verdicts / template.name, data)
+        promoted = ws.wiki / "verdicts" / f"{data['id']}.md"
+        wait_for(promoted.is_file, timeout_s=4, what="the approval promoted during the run")
+        page = (ws.outbox / "portfolio.md").read_text("utf-8")
+        assert f"`{data['id']}`" not in page.split("## Largest candidates awaiting")[1], (
+            "the page still lists the approved candidate as awaiting a verdict"
+        )
+        assert not runs.ended.is_set(), "the run ended first: the verdict waited behind it"
+        assert runs.ended.wait(60), "the run never ended"
+    finally:
+        service.request_stop()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+@pytest.mark.loadbearing
+def test_a_verdict_naming_no_candidate_is_reported_during_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = SlowRuns(monkeypatch, slow_from=1, seconds=6.0)
+    monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
+    ws, service = service_on(tmp_path, tick_s=TICK_S)
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    try:
+        _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
+        assert runs.running.wait(30), "the bundle's run never started"
         verdict = ws.inbox_verdicts / "c-0000000000000000.json"
-        saved = {"id": "c-0000000000000000", "decision": "approved", "rationale": "r"}
-        verdict.write_text(json.dumps(saved), encoding="utf-8")
+        saved = {
+            "id": "c-0000000000000000",
+            "decision": "approved",
+            "rationale": "r",
+            "reviewer": "KE",
+        }
+        _save(verdict, saved)
         report = verdict.with_name(verdict.name + ".error.txt")
-        assert not report.exists(), "taken in while the run was in hand: not what this tests"
-        assert ended.wait(60), "the run never ended"
-        wait_for(report.is_file, timeout_s=10, what="the verdict's report after the run ended")
+        wait_for(report.is_file, timeout_s=4, what="the verdict's report during the run")
+        assert "names no candidate" in report.read_text("utf-8")
+        assert not runs.ended.is_set(), "the run ended first: the verdict waited behind it"
     finally:
         service.request_stop()
         thread.join(timeout=30)

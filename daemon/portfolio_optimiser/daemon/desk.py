@@ -233,7 +233,11 @@ class JobDesk:
 
     def reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
         """A new run for each ingested project the portfolio moved under (its identity is new)."""
-        results, self.reruns_due = run_due(self, stop)
+        # Cleared before the look, so a verdict taken in meanwhile (on the loop's thread) leaves
+        # it set for the next step.
+        self.reruns_due = False
+        results, more = run_due(self, stop)
+        self.reruns_due = self.reruns_due or more
         return results
 
     # -- recovery and retries ---------------------------------------------------------------------

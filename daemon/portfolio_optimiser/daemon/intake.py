@@ -42,7 +42,10 @@ class Intake:
         store: Store,
         environ: dict[str, str] | None = None,
     ) -> None:
-        self.workspace, self.config, self.ledger = workspace, config, ledger
+        self.workspace, self.config = workspace, config
+        self.ledger = ledger.reopen()
+        """The intake's own connection: a verdict may be taken in on the loop's thread while a
+        run is in hand on the processing thread (``Processor.observe``)."""
         self.clock, self.log, self.store, self.environ = clock, log, store, environ
         self.filter = InboxFilter()
         self.bundles = StabilityTracker(config.daemon.stability_seconds)
@@ -164,6 +167,10 @@ class Intake:
             outcome.promoted,
             outcome.candidate_id,
         )
+
+    def close(self) -> None:
+        """The intake's own connection to the ledger."""
+        self.ledger.close()
 
     def due(self) -> bool:
         """Whether an entry's quiet period has run out."""

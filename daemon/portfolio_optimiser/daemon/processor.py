@@ -10,6 +10,7 @@ job desk's (``desk``). One of each per process, over one portfolio and one reaso
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,9 @@ class Processor:
         self.client_factory, self.environ, self.log = client_factory, environ, log
         self.reasoning_store = Store(workspace.state)
         """The process's one: the intake's verdicts and the jobs' runs record into it."""
+        self._verdicts = threading.RLock()
+        """Verdicts are taken in one at a time, whichever thread takes them: the processing
+        thread at a step, or the loop's while a run is in hand (``observe``)."""
         self._build(config, waiting={})
 
     def _build(self, config: Config, *, waiting: dict[str, str]) -> None:
@@ -89,10 +93,12 @@ class Processor:
     def reload(self, config: Config) -> None:
         """A new config (SIGHUP): what the processor still owes and knows carries over — a
         pending recovery, the history ``status.json`` shows, the bundles waiting for budget."""
-        old = self.desk
-        self._build(config, waiting=self.waiting)
+        old, intake = self.desk, self.intake
+        with self._verdicts:
+            self._build(config, waiting=self.waiting)
         self.scan()
         old.close()
+        intake.close()
 
     @property
     def waiting(self) -> dict[str, str]:
@@ -104,18 +110,25 @@ class Processor:
         it passed in)."""
         self.desk.close_engine()
         self.desk.close()
+        self.intake.close()
 
     # -- hints and scans -------------------------------------------------------------------------
 
     def observe(self, entry: Path, *, moved_in: bool = False) -> None:
-        self._taken(self.intake.observe(entry, moved_in=moved_in))
+        """A hint. A verdict is taken in now, also from the loop's thread while a run is in
+        hand: an expert's answer never waits behind a run (it reaches the ledger through the
+        intake's own connection, and the page through its one writer)."""
+        with self._verdicts:
+            self._taken(self.intake.observe(entry, moved_in=moved_in))
 
     def scan(self) -> None:
-        for result in self.intake.scan():
-            self._taken(result)
+        with self._verdicts:
+            for result in self.intake.scan():
+                self._taken(result)
 
     def settle_by_age(self) -> None:
-        self.intake.settle_by_age()
+        with self._verdicts:
+            self.intake.settle_by_age()
 
     def _taken(self, result: ItemResult | None) -> None:
         if result is not None:
@@ -136,10 +149,13 @@ class Processor:
         desk.stopping = stop
         if self.recovery_due:
             results.extend(self.recover())
-        for verdict in self.intake.ready_verdicts():
+        with self._verdicts:
+            ready_verdicts = self.intake.ready_verdicts()
+        for verdict in ready_verdicts:
             if stop():
                 return results
-            results.append(self._verdict_done(self.intake.verdict(verdict, quiet=True)))
+            with self._verdicts:
+                results.append(self._verdict_done(self.intake.verdict(verdict, quiet=True)))
         ready = self.intake.ready_bundles()
         for claimed in due_retries(self.floor, self.clock()):
             if stop():

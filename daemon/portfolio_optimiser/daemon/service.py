@@ -3,10 +3,10 @@
 Decides: when to look and when to stop. Start: lock the workspace (one daemon per workspace),
 open the ledger, start the watcher, ``READY=1``; the first step then finishes what a crash left
 claimed and scans. Loop: drain hints, rescan every ``rescan_seconds`` (events get lost), process
-what is ready one item at a time on the processing thread, restart a dead observer, and ping the
-systemd watchdog only while healthy; the loop sleeps until a hint, the processing thread's end,
-a stop or the next thing due. SIGTERM stops
-taking work; the item in hand finishes (its run is bounded by ``run_timeout_seconds``) or, if
+what is ready one item at a time on the processing thread (a verdict hinted at while a run is in
+hand is taken in at once, on the loop's thread), restart a dead observer, and ping the systemd
+watchdog only while healthy; the loop sleeps until a hint, the processing thread's end, a stop
+or the next thing due. SIGTERM stops taking work; the item in hand finishes (its run is bounded by ``run_timeout_seconds``) or, if
 systemd's stop timeout ends the process first, stays claimed and is finished at the next start.
 SIGHUP reloads the configuration; a bad new config is logged and the old one kept.
 """
@@ -249,11 +249,16 @@ class Service:
             # idle daemon should cost next to none.
             timeout = self._idle_wait(processor, loop)
         else:
-            # Busy: hints are kept for when the processor is free again, and the thread's end
-            # wakes the loop; the tick only paces the watchdog's pings meanwhile.
+            # Busy: a verdict is taken in at once, here (an expert's answer never waits behind a
+            # run); a bundle's hint is kept for when the processor is free again, and the
+            # thread's end wakes the loop. The tick only paces the watchdog's pings meanwhile.
             timeout = self.tick_s
         with contextlib.suppress(queue.Empty):
             self._keep(self.hints.get(timeout=timeout))
+        if not loop.idle:
+            verdicts = self.workspace.inbox_verdicts
+            for entry in [e for e in self._early if e.parent == verdicts]:
+                processor.observe(entry, moved_in=self._early.pop(entry))
 
     def _stopped(self, processor: Processor, loop: _Loop) -> None:
         self.notifier.stopping()
@@ -296,20 +301,22 @@ class Service:
             waits.append(due)
         return max(IDLE_WAIT_FLOOR_S, min(waits))
 
-    def _drain(self, processor: Processor, *, limit: int = 10_000) -> None:
-        """Apply the hints that arrived since the last look, each entry once, a bounded number."""
-        for _ in range(limit):
-            try:
-                self._keep(self.hints.get_nowait())
-            except queue.Empty:
-                break
+    def _drain(self, processor: Processor) -> None:
+        """Apply the hints that arrived since the last look, each entry once."""
+        self._keep()
         entries, self._early = self._early, {}
         for entry, moved_in in entries.items():
             processor.observe(entry, moved_in=moved_in)
 
-    def _keep(self, hint: Hint | None) -> None:
-        if hint is not None:
-            self._early[hint.entry] = self._early.get(hint.entry, False) or hint.moved_in
+    def _keep(self, hint: Hint | None = None, *, limit: int = 10_000) -> None:
+        """``hint``, and the hints queued since, a bounded number: each entry kept once."""
+        for _ in range(limit):
+            if hint is not None:
+                self._early[hint.entry] = self._early.get(hint.entry, False) or hint.moved_in
+            try:
+                hint = self.hints.get_nowait()
+            except queue.Empty:
+                break
 
     def _reload(self, processor: Processor) -> None:
         self.notifier.reloading()

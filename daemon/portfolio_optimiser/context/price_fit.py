@@ -226,6 +226,7 @@ class PriceFit:
                 by_class.setdefault(key, []).append(line)
                 self._lines.setdefault(c.project_id, []).append(line)
         self._classes = by_class
+        self._prices: dict[tuple[ClassKey, str | None], list[float]] = {}
         self._loading = {
             key: max(_robust_spread([ln.log_price for ln in lines]), rule.min_spread)
             for key, lines in by_class.items()
@@ -403,11 +404,7 @@ class PriceFit:
                 continue
             residual = self._residual(old, own, indexed) if old is not None else None
             spread = self._spread(residual, key)
-            comparables = [
-                ln.price
-                for ln in self._classes[key]
-                if ln.project_id != project_id and (among is None or ln.category == among)
-            ]
+            median = self._median_price(key, among, old)
             shift = a + b * self._loading[key]
             expected = math.exp(centre + shift)
             sigmas = (math.log(price) - centre - shift) / spread
@@ -417,7 +414,7 @@ class PriceFit:
                     unit=unit,
                     category=among,
                     n=n,
-                    median_nok=round(statistics.median(comparables), 2) if comparables else 0.0,
+                    median_nok=round(median, 2) if median is not None else 0.0,
                     expected_nok=round(expected, 2),
                     level=round(math.exp(shift), 4),
                     spread=round(spread, 4),
@@ -430,6 +427,19 @@ class PriceFit:
         return ProjectReferences(
             project_id, tuple(found), rule.min_comparables, rule.min_saving_nok, rule.min_share
         )
+
+    def _median_price(self, key: ClassKey, among: str | None, own: _Line | None) -> float | None:
+        """The comparables' median unit price as written (in ``among`` when named), without the
+        project's own line: from the class's prices sorted once, not sorted again per line (a
+        portfolio of thousands would sort every class once per project)."""
+        prices = self._prices.get((key, among))
+        if prices is None:
+            prices = self._prices[(key, among)] = sorted(
+                ln.price for ln in self._classes[key] if among is None or ln.category == among
+            )
+        if own is not None and (among is None or own.category == among):
+            return _median_without(prices, own.price)
+        return statistics.median(prices) if prices else None
 
     def _grade(self, n: int, price: float, expected: float, sigmas: float) -> Grade | None:
         rule = self.rule

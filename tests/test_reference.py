@@ -336,3 +336,29 @@ def test_a_post_without_an_ns3420_code_is_never_compared() -> None:
     dear = posts_project("dear", post("dear", "01.22.1", 9000, None))
     assert candidates_of(dear, ReferenceIndex.of([*others, dear])) == []
     assert ReferenceIndex.of([*others, dear]).classes == {}
+
+
+def test_each_lines_median_is_the_median_of_the_other_projects_prices(tmp_path: Path) -> None:
+    """The comparables' median each line reports is the plain median of every other project's
+    price in its class (in its category when one is named) — for an indexed project, whose own
+    line is left out, and for a new one."""
+    import statistics
+
+    from .synthetic_ns3451 import generate_ns3451
+
+    loaded = [
+        load_ir_projections(p.write(tmp_path / p.project_id))
+        for p in generate_ns3451(5, 40).projects
+    ]
+    index = ReferenceIndex.of(loaded[:-3])
+    checked = 0
+    for one in loaded:
+        for ref in index.assess(one).lines:
+            prices = [
+                c.unit_price_nok
+                for c in index.classes[(ref.compared_as, ref.unit)]
+                if c.project_id != one.id and (ref.category is None or c.category == ref.category)
+            ]
+            assert ref.median_nok == round(statistics.median(prices), 2), (one.id, ref.code)
+            checked += 1
+    assert checked > 500

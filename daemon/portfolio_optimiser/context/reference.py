@@ -37,6 +37,7 @@ __all__ = [
     "MEASURE_TYPE",
     "Comparable",
     "LineReference",
+    "ProjectPrices",
     "ProjectReferences",
     "ReferenceIndex",
     "ReferenceRule",
@@ -105,6 +106,29 @@ def _priced(line: CostLine) -> tuple[str, float, float] | None:
 
 
 @dataclass(frozen=True)
+class ProjectPrices:
+    """What the reference classes take of a project: its id, its category, and one price per
+    class it prices — (compared as, unit, unit price, the first line's source) each."""
+
+    project_id: str
+    category: str | None
+    classes: tuple[tuple[str, str, float, str], ...]
+
+    @classmethod
+    def of(cls, project: Project) -> ProjectPrices:
+        # A project prices a class once: several posts of one description count as one
+        # comparable, at their quantity-weighted unit price.
+        return cls(
+            project.id,
+            project.category,
+            tuple(
+                (compared_as, unit, weighted_price([(q, p) for q, p, _s in lines]), lines[0][2])
+                for (compared_as, unit), lines in _classes_of(project).items()
+            ),
+        )
+
+
+@dataclass(frozen=True)
 class ReferenceIndex:
     """Every project's priced lines, by what they are compared as (an NS 3420 code, else an
     account) and unit, one comparable per project: the input of every reference."""
@@ -114,14 +138,19 @@ class ReferenceIndex:
 
     @classmethod
     def of(cls, projects: Iterable[Project], rule: ReferenceRule | None = None) -> ReferenceIndex:
+        return cls.of_prices((ProjectPrices.of(project) for project in projects), rule)
+
+    @classmethod
+    def of_prices(
+        cls, projects: Iterable[ProjectPrices], rule: ReferenceRule | None = None
+    ) -> ReferenceIndex:
+        """The index of projects known by their priced classes alone (a compact index of the
+        portfolio, kept so a start need not read every bundle)."""
         found: dict[tuple[str, str], list[Comparable]] = {}
-        for project in sorted(projects, key=lambda p: p.id):
-            for (compared_as, unit), lines in _classes_of(project).items():
-                # A project prices a class once: several posts of one description count as one
-                # comparable, at their quantity-weighted unit price.
-                price = weighted_price([(q, p) for q, p, _source in lines])
+        for project in sorted(projects, key=lambda p: p.project_id):
+            for compared_as, unit, price, source in project.classes:
                 found.setdefault((compared_as, unit), []).append(
-                    Comparable(project.id, lines[0][2], price, project.category)
+                    Comparable(project.project_id, source, price, project.category)
                 )
         return cls({key: tuple(found[key]) for key in sorted(found)}, rule or ReferenceRule())
 

@@ -7,8 +7,8 @@ the daemon has published, so a verdict naming an unknown id can be told so. A re
 of identical content finds its existing row; "duplicate" is that finding, not a state. The items
 and the run counts are the :class:`Ledger`'s own; the rest are its parts, each a class of its own
 on the same connection: ``ledger.jobs`` (``ledger_jobs``), ``ledger.records``
-(``ledger_records``), ``ledger.budget`` (``ledger_budget``) and ``ledger.machines``
-(``ledger_machines``).
+(``ledger_records``), ``ledger.budget`` (``ledger_budget``), ``ledger.machines``
+(``ledger_machines``) and ``ledger.ingested``, the portfolio's compact index (``ledger_ingested``).
 
 Never reads the clock (every timestamp is an ISO string passed in), never touches the inbox or the
 outbox, and never decides whether a transition is allowed or when to give up — the service does.
@@ -31,6 +31,7 @@ from portfolio_optimiser.config import EX_CONFIG
 
 from .db import Database
 from .ledger_budget import LedgerBudget
+from .ledger_ingested import LedgerIngested
 from .ledger_jobs import LedgerJobs
 from .ledger_machines import LedgerMachines
 from .ledger_records import CandidateInput, CandidateRow, LedgerRecords, VerdictRow
@@ -125,6 +126,7 @@ class Ledger:
         self.records: Final = LedgerRecords(database)
         self.budget: Final = LedgerBudget(database)
         self.machines: Final = LedgerMachines(database, shared=url is not None)
+        self.ingested: Final = LedgerIngested(database)
 
     def reopen(self) -> Ledger:
         """Another connection to the same ledger (for another thread)."""

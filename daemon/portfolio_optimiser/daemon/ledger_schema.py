@@ -64,6 +64,14 @@ CREATE TABLE IF NOT EXISTS project_runs (
     folder TEXT NOT NULL,
     recorded_at TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS ingested (
+    folder TEXT PRIMARY KEY,
+    seen TEXT NOT NULL,
+    content TEXT NOT NULL,
+    project_id TEXT NOT NULL,
+    category TEXT,
+    prices TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS project_pages (
     project_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,

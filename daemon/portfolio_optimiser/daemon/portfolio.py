@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from portfolio_optimiser.config import Config
-from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ProjectReferences, ReferenceIndex
@@ -33,7 +32,7 @@ from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.pipeline.local import local_candidates
 from portfolio_optimiser.pipeline.precedent import precedents
 
-from .claim import ClaimError, content_digest
+from .ingested import IngestedProjects
 from .job import run_id_for
 from .ledger import Ledger
 from .references import publish_reference_classes, read_reference_classes
@@ -93,14 +92,14 @@ class Portfolio:
     log: Any
     ledger: Ledger
     """The connection the learning store reads the verdicts through, unless given another."""
-    _projects: dict[str, tuple[tuple[int, int], str, Project]] = field(default_factory=dict)
-    """Ingested projects by folder name: (the folder's inode and mtime, content hash, IR). A
-    project settles by a rename into place, which gives its folder a new inode: only then is it
-    hashed and read again."""
+    ingested: IngestedProjects = field(init=False)
     _published: ReferenceIndex | None = None
     _published_here: bool = False
     _read_from: tuple[tuple[str, int, int], ...] | None = None
     """The pages (name, mtime, size) the classes were last read back from."""
+
+    def __post_init__(self) -> None:
+        self.ingested = IngestedProjects(self.workspace, self.ledger, self.log)
 
     @classmethod
     def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
@@ -114,38 +113,24 @@ class Portfolio:
 
     def projects(self) -> dict[str, tuple[Path, str, Project]]:
         """Every ingested project that loads: folder name → (folder, content hash, IR)."""
-        root = self.workspace.bundles_projects
-        found: dict[str, tuple[Path, str, Project]] = {}
-        for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-            if folder.name.startswith("."):
-                continue  # .superseded/ and other bookkeeping
-            try:
-                stat = folder.stat()
-                seen = (stat.st_ino, stat.st_mtime_ns)
-                cached = self._projects.get(folder.name)
-                if cached is not None and cached[0] == seen:
-                    _seen, content, project = cached
-                else:
-                    content, project = content_digest(folder), load_ir_projections(folder)
-            except (BundleError, ClaimError, OSError) as exc:
-                self.log.warning(
-                    "ingested project left out of the portfolio",
-                    project=folder.name,
-                    problem=str(exc),
-                )
-                continue
-            self._projects[folder.name] = (seen, content, project)
-            found[folder.name] = (folder, content, project)
-        return found
+        return {
+            name: (folder, content, project)
+            for name, (folder, content, _prices, project) in self.ingested.look(ir=True).items()
+            if project is not None
+        }
 
     def by_id(self) -> dict[str, Project]:
         return {project.id: project for _f, _c, project in self.projects().values()}
 
     def rebuild(self) -> ReferenceIndex:
-        """Publish the reference classes of every ingested project (the processor's job alone)."""
-        projects = [project for _folder, _content, project in self.projects().values()]
+        """Publish the reference classes of every ingested project, and keep the portfolio's
+        compact index (the processor's job alone)."""
+        looked = self.ingested.look(ir=False)
+        self.ingested.keep()
         self._published = publish_reference_classes(
-            self.workspace.references, projects, self.config.reference.rule()
+            self.workspace.references,
+            [prices for _folder, _content, prices, _project in looked.values()],
+            self.config.reference.rule(),
         )
         self._published_here = True
         return self._published

@@ -97,7 +97,7 @@ class PortfolioPage:
         self._verdicts = self._folded(ledger)
         return PortfolioBook.of(
             (c for page in pages for c in self._candidates(ledger, page)),
-            projects=self.portfolio.by_id(),
+            projects=self.portfolio.ingested.ids(),
             verdicts=self._verdicts,
         )
 
@@ -114,7 +114,7 @@ class PortfolioPage:
         for candidate_id in sorted(set(folded) | set(self._verdicts)):
             if folded.get(candidate_id) != self._verdicts.get(candidate_id):
                 self._set_verdict(book, candidate_id, folded.get(candidate_id))
-        book.set_projects(self.portfolio.by_id())
+        book.set_projects(self.portfolio.ingested.ids())
 
     def _set_verdict(
         self, book: PortfolioBook, candidate_id: str, found: PageVerdict | None

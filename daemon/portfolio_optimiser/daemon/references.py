@@ -4,14 +4,18 @@ Decides: where the classes live (beside the projects, outside the wiki, so nothi
 ever reaches the learning fold), their exact bytes (one page per (code, unit) class, sorted, with
 the ingest stamp ``generated: true`` + ``ingest_manifest`` naming the projects they were built
 from), and that a rebuild is deterministic and complete: built from every project in
-``bundles/projects/`` and stale pages removed. The processor is their one writer, after a project
-settles, and keeps the index it published; a process that has not published reads the pages
-back. Either way a run sees the portfolio as it was last published.
+``bundles/projects/`` and stale pages removed. The index page, written last, says what the pages
+were built from: a rebuild from the same portfolio (every start) renders nothing. A page edited
+by hand is replaced at the next change of the portfolio, a page deleted at the next rebuild. The
+processor is their one writer, after a project settles, and keeps the index it published; a
+process that has not published reads the pages back. Either way a run sees the portfolio as it
+was last published.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -21,8 +25,12 @@ import yaml
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import read_concept
-from portfolio_optimiser.context.models import Project
-from portfolio_optimiser.context.reference import Comparable, ReferenceIndex, ReferenceRule
+from portfolio_optimiser.context.reference import (
+    Comparable,
+    ProjectPrices,
+    ReferenceIndex,
+    ReferenceRule,
+)
 
 __all__ = ["CLASS_TYPE", "index_digest", "publish_reference_classes", "read_reference_classes"]
 
@@ -76,34 +84,51 @@ def _render(
 
 
 def publish_reference_classes(
-    root: Path, projects: Iterable[Project], rule: ReferenceRule
+    root: Path, projects: Iterable[ProjectPrices], rule: ReferenceRule
 ) -> ReferenceIndex:
-    """Rebuild every class page under ``root`` from ``projects``; return the index they hold."""
-    chosen = sorted(projects, key=lambda p: p.id)
-    index = ReferenceIndex.of(chosen, rule)
-    manifest = {
-        "built_from": [p.id for p in chosen],
-        "portfolio_digest": index_digest(index),
-    }
+    """Rebuild every class page under ``root`` from ``projects``; return the index they hold.
+    Nothing is rendered when the index page says the pages hold this portfolio already (a
+    start, or a settle that moved no price)."""
+    chosen = sorted(projects, key=lambda p: p.project_id)
+    index = ReferenceIndex.of_prices(chosen, rule)
+    digest = index_digest(index)
+    manifest = {"built_from": [p.project_id for p in chosen], "portfolio_digest": digest}
+    wanted = {_page_name(code, unit): (code, unit) for code, unit in index.classes}
+    built = hashlib.sha256(json.dumps(manifest).encode()).hexdigest()[:16]
+    if _built(root) == built and all((root / name).is_file() for name in wanted):
+        return index
     root.mkdir(parents=True, exist_ok=True)
-    wanted: dict[str, str] = {}
-    for (code, unit), comparables in index.classes.items():
-        wanted[_page_name(code, unit)] = _render(code, unit, comparables, manifest)
-    for name, text in wanted.items():
+    for name, (code, unit) in wanted.items():
+        text = _render(code, unit, index.classes[(code, unit)], manifest)
         page = root / name
         if not page.is_file() or page.read_text("utf-8") != text:
             publish_text(page, text)
-    listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
-    index_text = (
-        "---\ntype: index\ntitle: Reference classes\n---\n\n# Reference classes\n\n"
-        "Unit prices by cost code and unit across the portfolio, generated.\n\n" + listing + "\n"
-    )
-    if not (root / _INDEX).is_file() or (root / _INDEX).read_text("utf-8") != index_text:
-        publish_text(root / _INDEX, index_text)
     for stale in sorted(root.glob("*.md")):
         if stale.name != _INDEX and stale.name not in wanted:
             stale.unlink()
+    listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
+    index_text = (
+        f"---\ntype: index\ntitle: Reference classes\nbuilt: {built}\n---\n\n"
+        "# Reference classes\n\nUnit prices by cost code and unit across the portfolio, "
+        "generated.\n\n" + listing + "\n"
+    )
+    # Written last: it says the pages above hold this portfolio.
+    if not (root / _INDEX).is_file() or (root / _INDEX).read_text("utf-8") != index_text:
+        publish_text(root / _INDEX, index_text)
     return index
+
+
+def _built(root: Path) -> str | None:
+    """What the pages were last published from (a digest of their manifest), as the index page
+    says."""
+    try:
+        head = (root / _INDEX).read_text("utf-8")[:400]
+    except OSError:
+        return None
+    for line in head.splitlines():
+        if line.startswith("built: "):
+            return line.removeprefix("built: ").strip()
+    return None
 
 
 def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> ReferenceIndex:

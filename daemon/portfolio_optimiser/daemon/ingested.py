@@ -1,0 +1,115 @@
+"""The ingested projects as a process knows them: ``bundles/projects/``, looked at cheaply.
+
+Decides: when a project's folder is read. A folder is known by its identity (inode and mtime: a
+project settles by a rename into place, which gives its folder a new one); while that holds, its
+content hash and what the reference classes take of it are trusted — from this process's own
+look, or from the ledger's compact index (``ledger.ingested``), so a start reads one table and
+a stat per folder, not every bundle. A project's full IR is read only when it is asked for (a
+rerun's look, a run's learned candidates). The processor keeps the index: it writes the folders
+it read again and drops those gone (``keep``); any other process only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portfolio_optimiser.context.errors import BundleError
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.reference import ProjectPrices
+
+from .claim import ClaimError, content_digest
+from .ledger import Ledger
+from .ledger_ingested import Ingested
+from .workspace import Workspace
+
+__all__ = ["IngestedProjects"]
+
+
+@dataclass
+class _Known:
+    row: Ingested
+    project: Project | None = None
+    """The full IR, read when first asked for."""
+
+
+@dataclass
+class IngestedProjects:
+    workspace: Workspace
+    ledger: Ledger
+    log: Any
+    _known: dict[str, _Known] = field(default_factory=dict)
+    _indexed: dict[str, Ingested] | None = None
+    """The ledger's index as this process last read or kept it."""
+    _fresh: dict[str, Ingested] = field(default_factory=dict)
+    """Folders read from disk since the index was last kept."""
+
+    def look(self, *, ir: bool) -> dict[str, tuple[Path, str, ProjectPrices, Project | None]]:
+        """Every ingested project that loads, by folder name: (folder, content hash, its
+        prices, and its IR when ``ir``)."""
+        found: dict[str, tuple[Path, str, ProjectPrices, Project | None]] = {}
+        known: dict[str, _Known] = {}
+        for folder, seen in self._folders():
+            try:
+                entry = self._entry(folder, seen)
+                if ir and entry.project is None:
+                    entry.project = load_ir_projections(folder)
+            except (BundleError, ClaimError, OSError) as exc:
+                self.log.warning(
+                    "ingested project left out of the portfolio",
+                    project=folder.name,
+                    problem=str(exc),
+                )
+                continue
+            known[folder.name] = entry
+            row = entry.row
+            found[folder.name] = (folder, row.content, row.prices, entry.project)
+        self._known = known
+        return found
+
+    def ids(self) -> list[str]:
+        """The project ids as last looked at (no look of its own: any thread may ask)."""
+        return sorted({entry.row.prices.project_id for entry in self._known.values()})
+
+    def keep(self) -> None:
+        """The ledger's index brought to the last look (the processor's job alone)."""
+        indexed = self._index()
+        gone = sorted(set(indexed) - set(self._known))
+        fresh = sorted((name, row) for name, row in self._fresh.items() if name in self._known)
+        self.ledger.ingested.keep(fresh, gone)
+        for name in gone:
+            del indexed[name]
+        indexed.update(fresh)
+        self._fresh.clear()
+
+    def _folders(self) -> list[tuple[Path, str]]:
+        root = self.workspace.bundles_projects
+        folders = []
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            if folder.name.startswith("."):
+                continue  # .superseded/ and other bookkeeping
+            try:
+                stat = folder.stat()
+            except OSError:
+                continue  # gone between the listing and its look
+            folders.append((folder, f"{stat.st_ino}:{stat.st_mtime_ns}"))
+        return folders
+
+    def _entry(self, folder: Path, seen: str) -> _Known:
+        entry = self._known.get(folder.name)
+        if entry is not None and entry.row.seen == seen:
+            return entry
+        row = self._index().get(folder.name)
+        if row is not None and row.seen == seen:
+            return _Known(row)
+        project = load_ir_projections(folder)
+        row = Ingested(seen, content_digest(folder), ProjectPrices.of(project))
+        self._fresh[folder.name] = row
+        return _Known(row, project)
+
+    def _index(self) -> dict[str, Ingested]:
+        if self._indexed is None:
+            self._indexed = self.ledger.ingested.all()
+        return self._indexed

@@ -1,0 +1,114 @@
+"""The portfolio's compact index (issue 19): a start reads the ledger's index of the ingested
+projects, not every bundle, and gets the same reference classes as reading them all; a project
+whose folder was replaced is read again, one gone is dropped; an unchanged portfolio renders no
+class page again."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.daemon import ingested, references
+from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.portfolio import Portfolio
+from portfolio_optimiser.daemon.references import index_digest
+from portfolio_optimiser.daemon.workspace import Workspace
+
+from .synthetic_ns3451 import generate_ns3451
+
+LOG = structlog.get_logger("test")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    workspace = Workspace.at(tmp_path / "ws", environ={})
+    workspace.ensure()
+    for project in generate_ns3451(11, 12).projects:
+        project.write(workspace.bundles_projects / project.project_id)
+    return workspace
+
+
+class Reads:
+    """Counts the bundles a portfolio reads in full."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.folders: list[str] = []
+        real = ingested.load_ir_projections
+
+        def counted(folder: Path, *args: Any, **kwargs: Any) -> Any:
+            self.folders.append(folder.name)
+            return real(folder, *args, **kwargs)
+
+        monkeypatch.setattr(ingested, "load_ir_projections", counted)
+
+
+def _everything(ws: Workspace) -> ReferenceIndex:
+    return ReferenceIndex.of(
+        load_ir_projections(folder) for folder in sorted(ws.bundles_projects.iterdir())
+    )
+
+
+def _started(ws: Workspace, ledger: Ledger) -> Portfolio:
+    """What a start does: a new process's portfolio, its classes rebuilt."""
+    portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
+    portfolio.rebuild()
+    return portfolio
+
+
+@pytest.mark.loadbearing
+def test_a_start_reads_the_index_not_the_bundles_and_gets_the_same_classes(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = Reads(monkeypatch)
+    with Ledger.open(ws.ledger_file) as ledger:
+        first = _started(ws, ledger)
+        assert len(reads.folders) == 12, "the first start reads every bundle once"
+        pages = {p.name: p.stat().st_mtime_ns for p in ws.references.glob("*.md")}
+        reads.folders.clear()
+        rendered: list[str] = []
+        real_render = references._render
+
+        def render(code: str, *args: Any) -> str:
+            rendered.append(code)
+            return real_render(code, *args)
+
+        monkeypatch.setattr(references, "_render", render)
+        again = _started(ws, ledger)
+        assert reads.folders == [], "a start read bundles the index holds"
+        assert index_digest(again.references()) == index_digest(_everything(ws))
+        assert again.references().classes == first.references().classes
+        assert rendered == [], "an unchanged portfolio rendered its class pages again"
+        assert {p.name: p.stat().st_mtime_ns for p in ws.references.glob("*.md")} == pages
+        assert again.ingested.ids() == sorted(p.name for p in ws.bundles_projects.iterdir())
+
+
+@pytest.mark.loadbearing
+def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    reads = Reads(monkeypatch)
+    with Ledger.open(ws.ledger_file) as ledger:
+        _started(ws, ledger)
+        [replaced, gone, *_] = sorted(ws.bundles_projects.iterdir())
+        # A revised version settles by a rename into place: a new folder, with other prices.
+        staged = tmp_path / "revised"
+        shutil.copytree(replaced, staged)
+        line = next(staged.glob("cost/*.md"))
+        text = line.read_text("utf-8")
+        line.write_text(text.replace("unit_price_nok: ", "unit_price_nok: 1"), "utf-8")
+        shutil.rmtree(replaced)
+        staged.rename(replaced)
+        shutil.rmtree(gone)
+        reads.folders.clear()
+        portfolio = _started(ws, ledger)
+        assert reads.folders == [replaced.name]
+        assert index_digest(portfolio.references()) == index_digest(_everything(ws))
+        assert gone.name not in ledger.ingested.all()
+        assert gone.name not in portfolio.ingested.ids()

@@ -112,3 +112,23 @@ def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
         assert index_digest(portfolio.references()) == index_digest(_everything(ws))
         assert gone.name not in ledger.ingested.all()
         assert gone.name not in portfolio.ingested.ids()
+
+
+def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
+    """A page's comparables are written as JSON, which YAML reads as its flow style: what is
+    read back is what was published, whatever the text in a source or a category."""
+    from portfolio_optimiser.context.reference import Comparable, ReferenceRule
+    from portfolio_optimiser.daemon.references import read_reference_classes
+
+    odd = 'cost/"23" #1: a\\b — ærlig\tpris'
+    rows = (
+        Comparable("p-1", odd, 1234.5, "skole: æøå"),
+        Comparable("p-2", "cost/23.md", 1e16, None),
+        Comparable("p-3", "", 0.1 + 0.2, "office"),
+    )
+    root = tmp_path / "reference"
+    root.mkdir()
+    manifest = {"built_from": ["p-1", "p-2", "p-3"], "portfolio_digest": "x"}
+    (root / "23@m2.md").write_text(references._render("23", "m2", rows, manifest), "utf-8")
+    read = read_reference_classes(root, ReferenceRule(), log=LOG)
+    assert read.classes == {("23", "m2"): rows}

@@ -28,9 +28,9 @@ from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import ProjectReferences, ReferenceIndex
-from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.local import local_candidates
-from portfolio_optimiser.pipeline.precedent import precedents
+from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 
 from .ingested import IngestedProjects
 from .job import run_id_for
@@ -39,26 +39,38 @@ from .references import publish_reference_classes, read_reference_classes
 from .runner import learning_store
 from .workspace import Workspace
 
-__all__ = ["Due", "Portfolio", "portfolio_version", "run_identity"]
+__all__ = ["Due", "Portfolio", "Teaching", "portfolio_version", "run_identity"]
 
 MAX_GENERATIONS: Final = 8
 """How many times a version's run may be lost from the outbox and run anew."""
 
 
+@dataclass(frozen=True)
+class Teaching:
+    """What the experts' verdicts give every project's version at one moment: the approvals to
+    carry, and the precedents that gate them (taken once for a look at the whole portfolio)."""
+
+    approved: list[LearnedVerdict]
+    precedents: Precedents
+
+    @classmethod
+    def of(cls, verdicts: VerdictStore) -> Teaching:
+        return cls(verdicts.approved(), precedents(verdicts.verdicts()))
+
+
 def portfolio_version(
     project: Project,
     references: ProjectReferences,
-    verdicts: VerdictStore,
+    teaching: Teaching,
     portfolio: Mapping[str, Project],
 ) -> str:
     """The candidates the portfolio adds to the project's own list — each id with its saving and
     grade, which move under a standing id — as one digest; "" when it adds none."""
-    teaching = precedents(verdicts.verdicts())
     added = sorted(
         f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
-        for c in local_candidates(project, verdicts.approved(), references, portfolio)
+        for c in local_candidates(project, teaching.approved, references, portfolio)
         if not c.origin.startswith("measure-option:")
-        and not (c.origin.startswith("verdict:") and teaching.of(c))  # as the run will gate them
+        and not (c.origin.startswith("verdict:") and teaching.precedents.of(c))  # as the run will
     )
     if not added:
         return ""
@@ -159,12 +171,12 @@ class Portfolio:
         (raises ``BundleError`` for a bad one)."""
         project = load_ir_projections(bundle)
         snapshot = self.references().assess(project)
-        version = portfolio_version(project, snapshot, self.verdicts(), self.by_id())
+        version = portfolio_version(project, snapshot, Teaching.of(self.verdicts()), self.by_id())
         return run_identity(content, version), snapshot
 
     def due(self, ledger: Ledger) -> list[Due]:
         """Ingested projects whose identity now is not their latest run's, by folder name."""
-        references, verdicts = self.references(), self.verdicts()
+        references, teaching = self.references(), Teaching.of(self.verdicts())
         ingested = self.projects()
         by_id = {project.id: project for _f, _c, project in ingested.values()}
         latest = {
@@ -173,7 +185,7 @@ class Portfolio:
         due = []
         for folder, content, project in ingested.values():
             snapshot = references.assess(project)
-            version = portfolio_version(project, snapshot, verdicts, by_id)
+            version = portfolio_version(project, snapshot, teaching, by_id)
             standing = self._standing(ledger, project.id, run_identity(content, version), latest)
             if standing is not None:
                 identity, restore = standing

@@ -113,10 +113,9 @@ def local_candidates(
     the lines priced well above their reference class."""
     own = kuttliste_candidates(project)
     seen = {(frozenset(c.affected_codes), c.measure_type) for c in own}
-    known = {**(portfolio or {}), project.id: project}
     extra = [
         c
-        for c in learned_candidates(project, approved, known)
+        for c in learned_candidates(project, approved, portfolio or {})
         if (frozenset(c.affected_codes), c.measure_type) not in seen
     ]
     benchmarked = reference_candidates(project, references) if references is not None else []

@@ -84,20 +84,23 @@ def generate_ns3451(
     shared: float = 0.6,
     regions: bool = True,
     first: int = 0,
+    parts: int = 1,
 ) -> Portfolio3451:
     """``n_projects`` projects numbered from ``first``: the same seed grows the same portfolio
-    (projects 0..7 are the first 8 of 0..59)."""
+    (projects 0..7 are the first 8 of 0..59). ``parts`` > 1 splits each priced building part
+    into that many three-digit NS 3451 lines (``231``, ``232``, …), each its own reference class
+    with its own noise: 21 × 3 + 2 = 65 lines a project at ``parts=3``."""
     rng = random.Random(seed)
     sigma = {code: rng.uniform(0.10, 0.30) for code in PRICED}
     out = Portfolio3451(seed, [], sigma=sigma)
     for i in range(first + n_projects):
         # One generator per project: project i is the same whatever else is drawn.
         prng = random.Random(f"{seed}-{i}")
-        project = _project(prng, seed, i, sigma, planted_share, shared, regions, out)
+        project = _project(prng, seed, i, sigma, planted_share, shared, regions, out, parts)
         if i >= first:
             out.projects.append(project)
     out.planted = {k: v for k, v in out.planted.items() if int(k[0].rsplit("-", 1)[1]) >= first}
-    out.lines = len(out.projects) * len(PRICED)
+    out.lines = len(out.projects) * len(PRICED) * parts
     return out
 
 
@@ -110,6 +113,7 @@ def _project(
     shared: float,
     regions: bool,
     out: Portfolio3451,
+    parts: int = 1,
 ) -> SyntheticProject:
     category = list(CATEGORIES)[i % len(CATEGORIES)]
     region = rng.choice(list(REGIONS)) if regions else "innlandet"
@@ -129,9 +133,21 @@ def _project(
             out.planted[(pid, code)] = factor
             mine.add(code)
         quantity = max(1, round(area * per_m2 * rng.uniform(0.85, 1.15)))
-        price = round(price)
-        amounts[code] = quantity * price
-        files[f"cost/{code}.md"] = _cost_line(code, title, amounts[code], (quantity, unit, price))
+        if parts == 1:
+            price = round(price)
+            amounts[code] = quantity * price
+            files[f"cost/{code}.md"] = _cost_line(
+                code, title, amounts[code], (quantity, unit, price)
+            )
+            continue
+        for k in range(1, parts + 1):
+            part = f"{code}{k}"
+            part_price = round(price * math.exp(s * 0.5 * rng.gauss(0.0, 1.0)))
+            part_quantity = max(1, round(quantity / parts * rng.uniform(0.7, 1.3)))
+            amounts[part] = part_quantity * part_price
+            files[f"cost/{part}.md"] = _cost_line(
+                part, f"{title} ({k})", amounts[part], (part_quantity, unit, part_price)
+            )
     built = sum(amounts.values())
     for code, (title, share) in LUMP.items():
         amounts[code] = round(built * share)

@@ -58,8 +58,9 @@ class Store:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir / "reasoning"
-        # Records are never overwritten, so a file once parsed never needs parsing again.
-        self._parsed: dict[Path, StoredRecord | str] = {}
+        # Records are never overwritten, so a file once parsed never needs parsing again; kept by
+        # its name under the root (``task/file``), as listed, with no path built to look it up.
+        self._parsed: dict[str, StoredRecord | str] = {}
         self._last: tuple[list[str], Loaded] | None = None
         self._lock = threading.Lock()
 
@@ -82,14 +83,13 @@ class Store:
         records: list[StoredRecord] = []
         unreadable: list[tuple[str, str]] = []
         for name in names:
-            path = self.root / name
-            parsed = self._parsed.get(path)
+            parsed = self._parsed.get(name)
             if parsed is None or isinstance(parsed, str):
                 try:
-                    parsed = StoredRecord.model_validate_json(path.read_bytes())
+                    parsed = StoredRecord.model_validate_json((self.root / name).read_bytes())
                 except (OSError, ValueError) as exc:
                     parsed = str(exc).splitlines()[0]
-                self._parsed[path] = parsed
+                self._parsed[name] = parsed
             if isinstance(parsed, str):
                 unreadable.append((name, parsed))
             else:
@@ -151,5 +151,5 @@ class Store:
             except FileExistsError:
                 seq += 1
                 continue
-            self._parsed[path] = record
+            self._parsed[f"{task}/{path.name}"] = record
             return record

@@ -5,6 +5,7 @@ class page again."""
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,16 @@ import structlog
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.reference import ReferenceIndex
+from portfolio_optimiser.context.reference import (
+    ProjectPrices,
+    ReferenceClasses,
+    ReferenceIndex,
+    ReferenceRule,
+)
 from portfolio_optimiser.daemon import ingested, references
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.portfolio import Portfolio
-from portfolio_optimiser.daemon.references import index_digest
+from portfolio_optimiser.daemon.references import read_reference_classes
 from portfolio_optimiser.daemon.workspace import Workspace
 
 from .synthetic_ns3451 import generate_ns3451
@@ -82,11 +88,15 @@ def test_a_start_reads_the_index_not_the_bundles_and_gets_the_same_classes(
         monkeypatch.setattr(references, "_render", render)
         again = _started(ws, ledger)
         assert reads.folders == [], "a start read bundles the index holds"
-        assert index_digest(again.references()) == index_digest(_everything(ws))
+        assert again.references().classes == _everything(ws).classes
         assert again.references().classes == first.references().classes
         assert rendered == [], "an unchanged portfolio rendered its class pages again"
         assert {p.name: p.stat().st_mtime_ns for p in ws.references.glob("*.md")} == pages
         assert again.ingested.ids() == sorted(p.name for p in ws.bundles_projects.iterdir())
+        lost = ws.references / "23_m2.md"
+        lost.unlink()  # taken away by hand: the next start puts it back
+        _started(ws, ledger)
+        assert lost.is_file()
 
 
 @pytest.mark.loadbearing
@@ -109,7 +119,7 @@ def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
         reads.folders.clear()
         portfolio = _started(ws, ledger)
         assert reads.folders == [replaced.name]
-        assert index_digest(portfolio.references()) == index_digest(_everything(ws))
+        assert portfolio.references().classes == _everything(ws).classes
         assert gone.name not in ledger.ingested.all()
         assert gone.name not in portfolio.ingested.ids()
 
@@ -117,8 +127,7 @@ def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
 def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     """A page's comparables are written as JSON, which YAML reads as its flow style: what is
     read back is what was published, whatever the text in a source or a category."""
-    from portfolio_optimiser.context.reference import Comparable, ReferenceRule
-    from portfolio_optimiser.daemon.references import read_reference_classes
+    from portfolio_optimiser.context.reference import Comparable
 
     odd = 'cost/"23" #1: a\\b — ærlig\tpris'
     rows = (
@@ -132,3 +141,60 @@ def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     (root / "23@m2.md").write_text(references._render("23", "m2", rows, manifest), "utf-8")
     read = read_reference_classes(root, ReferenceRule(), log=LOG)
     assert read.classes == {("23", "m2"): rows}
+
+
+def _prices(rng: random.Random, project_id: str) -> ProjectPrices:
+    codes = rng.sample(["21", "22", "23", "24", "25"], rng.randint(0, 4))
+    return ProjectPrices(
+        project_id,
+        rng.choice([None, "school", "office"]),
+        tuple((code, "m2", float(rng.randint(1, 9) * 100), f"cost/{code}.md") for code in codes),
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(seed: int) -> None:
+    rng = random.Random(seed)
+    classes, portfolio = ReferenceClasses(ReferenceRule()), {}
+    for _ in range(30):
+        folder = f"f{rng.randrange(8)}"
+        if rng.random() < 0.25:
+            portfolio.pop(folder, None)
+        else:  # a folder's project id may repeat in another folder: two comparables, as afresh
+            portfolio[folder] = _prices(rng, f"p{rng.randrange(6)}")
+        before = classes.index().classes
+        moved = classes.update(dict(portfolio))
+        afresh = ReferenceIndex.of_prices(portfolio[f] for f in sorted(portfolio))
+        assert classes.index().classes == afresh.classes
+        assert {
+            k for k in set(before) | set(afresh.classes) if before.get(k) != afresh.classes.get(k)
+        } <= moved
+
+
+@pytest.mark.loadbearing
+def test_a_changed_line_renders_only_its_class_page(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with Ledger.open(ws.ledger_file) as ledger:
+        portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
+        portfolio.rebuild()
+        rendered: list[str] = []
+        real_render = references._render
+        monkeypatch.setattr(
+            references, "_render", lambda code, *a: rendered.append(code) or real_render(code, *a)
+        )
+        [project, *_] = sorted(ws.bundles_projects.iterdir())
+        staged = tmp_path / "revised"
+        shutil.copytree(project, staged)
+        line = staged / "cost" / "23.md"
+        line.write_text(
+            line.read_text("utf-8").replace("unit_price_nok: ", "unit_price_nok: 1"), "utf-8"
+        )
+        shutil.rmtree(project)
+        staged.rename(project)
+        portfolio.rebuild()
+        assert rendered == ["23"]
+        assert portfolio.references().classes == _everything(ws).classes
+        assert read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes == (
+            _everything(ws).classes
+        )

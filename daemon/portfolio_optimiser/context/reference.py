@@ -23,6 +23,7 @@ portfolio grows, and a verdict keeps applying. The evidence is the line's own fi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
@@ -39,6 +40,7 @@ __all__ = [
     "LineReference",
     "ProjectPrices",
     "ProjectReferences",
+    "ReferenceClasses",
     "ReferenceIndex",
     "ReferenceRule",
     "check_reference",
@@ -175,6 +177,83 @@ class ReferenceIndex:
             for (code, unit), comparables in self.classes.items()
             if len({c.project_id for c in comparables}) <= self.rule.min_comparables
         ]
+
+
+ClassKey = tuple[str, str]
+
+
+class ReferenceClasses:
+    """The reference classes kept up to date one project at a time: a new, changed or removed
+    project moves only the classes it prices or priced. Each class holds its comparables in
+    project order, as :meth:`ReferenceIndex.of_prices` gives them from the whole portfolio."""
+
+    def __init__(self, rule: ReferenceRule) -> None:
+        self.rule = rule
+        self._projects: dict[str, ProjectPrices] = {}
+        """By folder: two folders of one project id are two comparables, as in the index."""
+        self._members: dict[ClassKey, dict[tuple[str, str], Comparable]] = {}
+        self._classes: dict[ClassKey, tuple[Comparable, ...]] = {}
+        self._digests: dict[ClassKey, str] = {}
+
+    def update(self, projects: Mapping[str, ProjectPrices]) -> set[ClassKey]:
+        """The portfolio is now ``projects`` (by folder): the classes that moved."""
+        changed = [
+            folder
+            for folder in sorted(set(self._projects) | set(projects))
+            if self._projects.get(folder) != projects.get(folder)
+        ]
+        moved: set[ClassKey] = set()
+        for folder in changed:
+            old, new = _entries(self._projects.get(folder)), _entries(projects.get(folder))
+            for key in set(old) | set(new):
+                if old.get(key) == new.get(key):
+                    continue  # this class's comparable of the project is as it was
+                moved.add(key)
+                if key in old:
+                    self._members[key].pop((old[key].project_id, folder), None)
+                if key in new:
+                    self._members.setdefault(key, {})[(new[key].project_id, folder)] = new[key]
+        for key in moved:
+            members = self._members.get(key)
+            if members:
+                self._classes[key] = tuple(members[k] for k in sorted(members))
+                self._digests[key] = _class_digest(key, self._classes[key])
+            else:
+                for kept in (self._members, self._classes, self._digests):
+                    kept.pop(key, None)
+        self._projects = dict(projects)
+        return moved
+
+    def index(self) -> ReferenceIndex:
+        return ReferenceIndex({key: self._classes[key] for key in sorted(self._classes)}, self.rule)
+
+    def digest(self) -> str:
+        """Every class's comparables and every project, as one digest: what the pages hold."""
+        h = hashlib.sha256()
+        for key in sorted(self._digests):
+            h.update(f"{key[0]}\x00{key[1]}\x00{self._digests[key]}\n".encode())
+        for folder in sorted(self._projects):
+            h.update(f"{folder}\x00{self._projects[folder].project_id}\n".encode())
+        return h.hexdigest()[:16]
+
+    def class_digest(self, key: ClassKey) -> str:
+        return self._digests[key]
+
+
+def _entries(project: ProjectPrices | None) -> dict[ClassKey, Comparable]:
+    if project is None:
+        return {}
+    return {
+        (compared_as, unit): Comparable(project.project_id, source, price, project.category)
+        for compared_as, unit, price, source in project.classes
+    }
+
+
+def _class_digest(key: ClassKey, comparables: Sequence[Comparable]) -> str:
+    h = hashlib.sha256(f"{key[0]}\x00{key[1]}\x00".encode())
+    for c in comparables:
+        h.update(f"{c.project_id}\x00{c.unit_price_nok!r}\x00{c.category}\x00".encode())
+    return h.hexdigest()[:16]
 
 
 def two_figures_down(value: float | Decimal) -> int:

@@ -27,7 +27,11 @@ from typing import Any, Final
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
-from portfolio_optimiser.context.reference import ProjectReferences, ReferenceIndex
+from portfolio_optimiser.context.reference import (
+    ProjectReferences,
+    ReferenceClasses,
+    ReferenceIndex,
+)
 from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.local import local_candidates
 from portfolio_optimiser.pipeline.precedent import Precedents, precedents
@@ -112,6 +116,12 @@ class Portfolio:
 
     def __post_init__(self) -> None:
         self.ingested = IngestedProjects(self.workspace, self.ledger, self.log)
+        self._classes = ReferenceClasses(self.config.reference.rule())
+        self._moved: set[tuple[str, str]] = set()
+        """Classes moved since the pages were last published whole (a publish cut off by an
+        error leaves them to the next)."""
+        self._pages: str | None = None
+        """What this process last published to the pages (``ReferenceClasses.digest``)."""
 
     @classmethod
     def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
@@ -139,11 +149,13 @@ class Portfolio:
         compact index (the processor's job alone)."""
         looked = self.ingested.look(ir=False)
         self.ingested.keep()
-        self._published = publish_reference_classes(
-            self.workspace.references,
-            [prices for _folder, _content, prices, _project in looked.values()],
-            self.config.reference.rule(),
+        self._moved |= self._classes.update(
+            {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
         )
+        self._published = publish_reference_classes(
+            self.workspace.references, self._classes, self._moved, self._pages
+        )
+        self._moved, self._pages = set(), self._classes.digest()
         self._published_here = True
         return self._published
 

@@ -14,7 +14,6 @@ was last published.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,12 +26,12 @@ from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.reference import (
     Comparable,
-    ProjectPrices,
+    ReferenceClasses,
     ReferenceIndex,
     ReferenceRule,
 )
 
-__all__ = ["CLASS_TYPE", "index_digest", "publish_reference_classes", "read_reference_classes"]
+__all__ = ["CLASS_TYPE", "publish_reference_classes", "read_reference_classes"]
 
 CLASS_TYPE: Final = "reference-class"
 _INDEX: Final = "index.md"
@@ -94,37 +93,45 @@ def _render(
 
 
 def publish_reference_classes(
-    root: Path, projects: Iterable[ProjectPrices], rule: ReferenceRule
+    root: Path, classes: ReferenceClasses, moved: set[tuple[str, str]], previous: str | None
 ) -> ReferenceIndex:
-    """Rebuild every class page under ``root`` from ``projects``; return the index they hold.
-    Nothing is rendered when the index page says the pages hold this portfolio already (a
-    start, or a settle that moved no price)."""
-    chosen = sorted(projects, key=lambda p: p.project_id)
-    index = ReferenceIndex.of_prices(chosen, rule)
-    digest = index_digest(index)
-    manifest = {"built_from": [p.project_id for p in chosen], "portfolio_digest": digest}
+    """Publish the class pages under ``root``; return the index they hold. Nothing is rendered
+    when the index page says the pages hold these classes already (a start). Else only the pages
+    of the ``moved`` classes are, while the index page says the others hold what this process
+    last published (``previous``, the digest it published); otherwise — a first publish in this
+    process, pages changed or missing — every page is."""
+    index = classes.index()
+    built = classes.digest()
     wanted = {_page_name(code, unit): (code, unit) for code, unit in index.classes}
-    built = hashlib.sha256(json.dumps(manifest).encode()).hexdigest()[:16]
-    if _built(root) == built and all((root / name).is_file() for name in wanted):
+    on_disk = _built(root)
+    missing = any(not (root / name).is_file() for name in wanted)
+    if on_disk == built and not missing:
         return index
+    whole = missing or on_disk is None or on_disk != previous
     root.mkdir(parents=True, exist_ok=True)
-    for name, (code, unit) in wanted.items():
-        text = _render(code, unit, index.classes[(code, unit)], manifest)
-        page = root / name
-        if not page.is_file() or page.read_text("utf-8") != text:
-            publish_text(page, text)
-    for stale in sorted(root.glob("*.md")):
+    for name, key in wanted.items():
+        if whole or key in moved:
+            comparables = index.classes[key]
+            manifest = {
+                "built_from": [c.project_id for c in comparables],
+                "class_digest": classes.class_digest(key),
+            }
+            text = _render(*key, comparables, manifest)
+            page = root / name
+            if not page.is_file() or page.read_text("utf-8") != text:
+                publish_text(page, text)
+    gone = {_page_name(*key) for key in moved if key not in index.classes}
+    for stale in sorted(root.glob("*.md")) if whole else [root / name for name in sorted(gone)]:
         if stale.name != _INDEX and stale.name not in wanted:
-            stale.unlink()
+            stale.unlink(missing_ok=True)
     listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
     index_text = (
         f"---\ntype: index\ntitle: Reference classes\nbuilt: {built}\n---\n\n"
         "# Reference classes\n\nUnit prices by cost code and unit across the portfolio, "
         "generated.\n\n" + listing + "\n"
     )
-    # Written last: it says the pages above hold this portfolio.
-    if not (root / _INDEX).is_file() or (root / _INDEX).read_text("utf-8") != index_text:
-        publish_text(root / _INDEX, index_text)
+    # Written last: it says the pages above hold these classes.
+    publish_text(root / _INDEX, index_text)
     return index
 
 
@@ -165,13 +172,3 @@ def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> Refe
         except (BundleError, OSError, KeyError, TypeError, ValueError) as exc:
             log.warning("reference class page skipped", page=page.name, problem=str(exc))
     return ReferenceIndex({k: classes[k] for k in sorted(classes)}, rule)
-
-
-def index_digest(index: ReferenceIndex) -> str:
-    """A digest of every comparable: the version of the reference classes."""
-    h = hashlib.sha256()
-    for (code, unit), comparables in index.classes.items():
-        h.update(f"{code}\x00{unit}\x00".encode())
-        for c in comparables:
-            h.update(f"{c.project_id}\x00{c.unit_price_nok!r}\x00{c.category}\x00".encode())
-    return h.hexdigest()[:16]

@@ -5,16 +5,19 @@ The tick is far longer than the tests wait, so a loop that slept it would fail t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from portfolio_optimiser.daemon import job
+from portfolio_optimiser.daemon.workspace import Workspace
 
 from .conftest import EXAMPLES
 from .daemon_helpers import service_on, wait_for
@@ -61,16 +64,27 @@ def _save(path: Path, data: dict[str, Any]) -> None:
     tmp.rename(path)
 
 
-@pytest.mark.loadbearing
-def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    runs = SlowRuns(monkeypatch, slow_from=2, seconds=6.0)
+@contextlib.contextmanager
+def _daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    """An in-process daemon on a fresh workspace, stopped (and its thread gone) on leaving."""
     monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
     ws, service = service_on(tmp_path, tick_s=TICK_S)
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
     try:
+        yield ws
+    finally:
+        service.request_stop()
+        thread.join(timeout=30)
+    assert not thread.is_alive()
+
+
+@pytest.mark.loadbearing
+def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = SlowRuns(monkeypatch, slow_from=2, seconds=6.0)
+    with _daemon(tmp_path, monkeypatch) as ws:
         _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
         wait_for(
             lambda: list(ws.outbox.glob("runs/lillevik-school/*/verdicts/*.json")),
@@ -91,10 +105,6 @@ def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
         )
         assert not runs.ended.is_set(), "the run ended first: the verdict waited behind it"
         assert runs.ended.wait(60), "the run never ended"
-    finally:
-        service.request_stop()
-        thread.join(timeout=30)
-    assert not thread.is_alive()
 
 
 @pytest.mark.loadbearing
@@ -102,11 +112,7 @@ def test_a_verdict_naming_no_candidate_is_reported_during_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runs = SlowRuns(monkeypatch, slow_from=1, seconds=6.0)
-    monkeypatch.setenv("PORTFOLIO_OPTIMISER_REASONING_MODE", "ci")
-    ws, service = service_on(tmp_path, tick_s=TICK_S)
-    thread = threading.Thread(target=service.run, daemon=True)
-    thread.start()
-    try:
+    with _daemon(tmp_path, monkeypatch) as ws:
         _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
         assert runs.running.wait(30), "the bundle's run never started"
         verdict = ws.inbox_verdicts / "c-0000000000000000.json"
@@ -121,7 +127,3 @@ def test_a_verdict_naming_no_candidate_is_reported_during_the_run(
         wait_for(report.is_file, timeout_s=4, what="the verdict's report during the run")
         assert "names no candidate" in report.read_text("utf-8")
         assert not runs.ended.is_set(), "the run ended first: the verdict waited behind it"
-    finally:
-        service.request_stop()
-        thread.join(timeout=30)
-    assert not thread.is_alive()

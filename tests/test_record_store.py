@@ -959,3 +959,25 @@ def test_records_written_in_one_task_are_not_seen_as_another_tasks(desk: Desk) -
         "lillevik-school",
         "other-task",
     ]
+
+
+# --- the store's own writes ---------------------------------------------------------------------
+
+
+def test_a_store_that_wrote_records_loads_what_a_fresh_store_reads(desk: Desk) -> None:
+    """A record the store wrote joins the load it was admitted against, in its place: what the
+    same store then loads (nothing parsed again) is what a fresh one reads from the files."""
+    store = Store(desk.root)
+    written = []
+    for task, minutes in (("b-task", 1), ("a-task", 1), ("b-task", -5), ("c-task", 2)):
+        desk.now += timedelta(minutes=minutes)  # the clock may even step back
+        draft = AssessmentInput(
+            subject=f"pile {len(written)}",
+            materiality=Materiality.HIGH,
+            evidence=(FILE_EVIDENCE,),
+            capabilities=REVIEW,
+            hypothesis="End-bearing piles can be shortened by two metres.",
+        )
+        written.append(store.record(task, draft, desk.ctx()))
+        assert store.load().records == Store(desk.root).load().records
+    assert [r.id for r in written] == [r.id for r in written if r in store.load().records]

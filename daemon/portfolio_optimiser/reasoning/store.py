@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import threading
+from bisect import insort
 from pathlib import Path
 from typing import Any
 
@@ -151,5 +152,18 @@ class Store:
             except FileExistsError:
                 seq += 1
                 continue
-            self._parsed[f"{task}/{path.name}"] = record
+            name = f"{task}/{path.name}"
+            self._parsed[name] = record
+            self._known(loaded, name, record)
             return record
+
+    def _known(self, loaded: Loaded, name: str, record: StoredRecord) -> None:
+        """The load this record was admitted against, with the record in it: the next load, if
+        nobody else wrote meanwhile, finds its listing unchanged and parses nothing again."""
+        if self._last is None or self._last[1] is not loaded:
+            return
+        names = list(self._last[0])
+        insort(names, name)
+        records = list(loaded.records)
+        insort(records, record, key=lambda r: (r.recorded_at, r.task, r.seq))
+        self._last = (names, Loaded(tuple(records), loaded.unreadable))

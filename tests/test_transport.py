@@ -15,8 +15,8 @@ import textwrap
 import time
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,16 @@ import pytest
 
 from portfolio_optimiser.cli import main
 from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.learning import VerdictStore
-from portfolio_optimiser.pipeline.budget import Budget
+from portfolio_optimiser.pipeline.budget import Budget, TokenMeter
 from portfolio_optimiser.pipeline.run import ReasoningSession, RunSettings, run_project
+from portfolio_optimiser.pipeline.state import RunState
 from portfolio_optimiser.reasoning.availability import ConsultationStatus
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
 from portfolio_optimiser.reasoning.environment import admission_for
 from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
+from portfolio_optimiser.reasoning.negotiation import negotiated, refused_by
 from portfolio_optimiser.reasoning.policy import Confidence, Materiality
 from portfolio_optimiser.reasoning.records import (
     AssessmentInput,
@@ -418,6 +421,46 @@ def test_the_forms_an_advisor_refused_are_recorded_with_the_mode_that_answered(
         ("the piles hold",),
     )
     assert first.model == "test-model"
+
+
+def test_a_refusal_older_than_the_memory_is_asked_for_again(tmp_path: Path) -> None:
+    """A refused form is remembered from the records for ``refusal_memory_hours``; after that the
+    better form is tried again (a server upgraded since may accept it)."""
+    refused = Answer(
+        stance=Stance.SUPPORTS,
+        conclusion="ok",
+        output_mode="json_object",
+        refused=("output_mode=json_schema",),
+    )
+    records = run_consult(tmp_path, {"alpha": Fixed(refused), "gamma": Fixed(answer())})
+    at = records[0].recorded_at
+    alpha = CATALOGUE.advisors[0]
+    remembered = refused_by(records, "alpha", since=at - timedelta(hours=1))
+    assert remembered == {"output_mode=json_schema"}
+    assert negotiated(alpha, remembered).output_mode == "json_object"
+    forgotten = refused_by(records, "alpha", since=at + timedelta(seconds=1))
+    assert forgotten == frozenset()
+    assert negotiated(alpha, forgotten).output_mode == "json_schema"
+    settings = RunSettings.from_config(load_config())
+    assert settings.refusal_memory_s == 168 * 3600
+
+    def opened_at(now: datetime) -> str:
+        """The mode a run opening ``now`` asks the advisor for first."""
+        state = RunState(
+            project=Project(id="p", name="p"),
+            bundle=tmp_path,
+            run_id="r",
+            task="p--r",
+            settings=settings,
+            reasoning=ReasoningSession(Store(tmp_path), replace(admission(), now=now)),
+            meter=TokenMeter(Budget(run_tokens=1000, call_tokens=100, max_rounds=2)),
+            middleware=[],
+            client_factory=lambda *_a: None,
+        )
+        return state.terms_for(alpha).terms.output_mode
+
+    assert opened_at(at + timedelta(hours=167)) == "json_object"
+    assert opened_at(at + timedelta(hours=169)) == "json_schema"
 
 
 def test_a_cancelled_consult_records_cancelled_consultations_and_goes_on_cancelling(

@@ -46,6 +46,9 @@ class Reasoning(_Section):
     mode: Mode | None = None
     materiality: Materiality = Materiality()
     review_capabilities: tuple[str, ...] = ("cost_review", "independent_reasoning")
+    refusal_memory_hours: float = Field(default=168.0, gt=0, allow_inf_nan=False)
+    """How long a request form an advisor refused (structured output, the cap field) is not
+    asked for again; after that it is tried again, as a server upgraded since may accept it."""
 
 
 class Stop(_Section):

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -215,12 +215,13 @@ def _probe_advisors(config: Any, workspace: Any, available: list[str]) -> list[A
 
     catalogue = catalogue_from_config(config.advisors)
     records = Store(workspace.state).load().records
+    since = datetime.now(UTC) - timedelta(hours=config.reasoning.refusal_memory_hours)
     chosen = [a for a in catalogue.advisors if a.id in available]
 
     async def all_of() -> list[Any]:
         return list(
             await asyncio.gather(
-                *(probe_advisor(a, refused=refused_by(records, a.id)) for a in chosen)
+                *(probe_advisor(a, refused=refused_by(records, a.id, since=since)) for a in chosen)
             )
         )
 

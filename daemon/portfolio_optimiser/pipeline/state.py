@@ -7,6 +7,7 @@ import asyncio
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -59,6 +60,7 @@ class RunSettings:
     data_source: Mapping[str, Any] = field(default_factory=lambda: {"kind": "bundle"})
     propose_output_tokens: int = 2048
     check_output_tokens: int = 512
+    refusal_memory_s: float = 168 * 3600.0
 
     @classmethod
     def from_config(cls, config: Config) -> RunSettings:
@@ -76,6 +78,7 @@ class RunSettings:
             data_source=config.data_source,
             propose_output_tokens=config.budget.propose_output_tokens,
             check_output_tokens=config.budget.check_output_tokens,
+            refusal_memory_s=config.reasoning.refusal_memory_hours * 3600.0,
         )
 
 
@@ -183,9 +186,11 @@ class RunState:
         self.clients.clear()
 
     def terms_for(self, advisor: Advisor) -> TermsHolder:
-        """The advisor's terms for this run, opened from what its recorded consultations refused."""
+        """The advisor's terms for this run, opened from what its recorded consultations refused
+        within the refusal memory."""
         if advisor.id not in self.terms:
-            refused = refused_by(self.reasoning.store.load().records, advisor.id)
+            since = self.reasoning.ctx.current() - timedelta(seconds=self.settings.refusal_memory_s)
+            refused = refused_by(self.reasoning.store.load().records, advisor.id, since=since)
             self.terms[advisor.id] = TermsHolder(negotiated(advisor, refused))
         return self.terms[advisor.id]
 

@@ -14,14 +14,17 @@ ladder, tried in order until the advisor accepts a form:
 
 ``prompt`` puts the schema in the prompt and asks for nothing on the wire, so the ladder always
 ends somewhere. A refusal is remembered from the recorded consultations (their ``refused``
-field), never stored apart: the next run starts from the first form not refused. A configured
-value is used as it is and never walked. Pure: no I/O, no clock.
+field), never stored apart: the next run starts from the first form not refused within
+``[reasoning] refusal_memory_hours`` (a week by default; an older refusal is tried again, since
+a server upgraded in the meantime may accept the better form). A configured value is used as it
+is and never walked. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Final, Literal
 
 from .catalogue import Advisor
@@ -64,12 +67,18 @@ def _configured(advisor: Advisor, feature: Feature) -> str | None:
     return str(value) if value != AUTO and value in LADDERS[feature] else None
 
 
-def refused_by(records: Iterable[StoredRecord], advisor_id: str) -> frozenset[str]:
-    """Every ``feature=value`` the advisor has refused, read from its recorded consultations."""
+def refused_by(
+    records: Iterable[StoredRecord], advisor_id: str, *, since: datetime | None = None
+) -> frozenset[str]:
+    """Every ``feature=value`` the advisor has refused, read from its recorded consultations —
+    those recorded at ``since`` or later when given: a refusal older than the memory is asked
+    for again (the server may have been upgraded since)."""
     return frozenset(
         form
         for record in records
-        if isinstance(record.body, ConsultationInput) and record.body.advisor == advisor_id
+        if isinstance(record.body, ConsultationInput)
+        and record.body.advisor == advisor_id
+        and (since is None or record.recorded_at >= since)
         for form in record.body.refused
     )
 

@@ -16,6 +16,7 @@ import structlog
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.reference import (
+    Comparable,
     ProjectPrices,
     ReferenceClasses,
     ReferenceIndex,
@@ -127,8 +128,6 @@ def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
 def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     """A page's comparables are written as JSON, which YAML reads as its flow style: what is
     read back is what was published, whatever the text in a source or a category."""
-    from portfolio_optimiser.context.reference import Comparable
-
     odd = 'cost/"23" #1: a\\b — ærlig\tpris'
     rows = (
         Comparable("p-1", odd, 1234.5, "skole: æøå"),
@@ -152,6 +151,22 @@ def _prices(rng: random.Random, project_id: str) -> ProjectPrices:
     )
 
 
+def _afresh(portfolio: dict[str, ProjectPrices]) -> ReferenceIndex:
+    """The classes of the whole portfolio in one pass: each class's comparables in project
+    order, folders of one project id in folder order."""
+    found: dict[tuple[str, str], list[tuple[tuple[str, str], Comparable]]] = {}
+    for folder, project in portfolio.items():
+        for compared_as, unit, price, source in project.classes:
+            comparable = Comparable(project.project_id, source, price, project.category)
+            found.setdefault((compared_as, unit), []).append(
+                ((project.project_id, folder), comparable)
+            )
+    return ReferenceIndex(
+        {key: tuple(c for _order, c in sorted(found[key])) for key in sorted(found)},
+        ReferenceRule(),
+    )
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(seed: int) -> None:
     rng = random.Random(seed)
@@ -164,7 +179,7 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(seed: i
             portfolio[folder] = _prices(rng, f"p{rng.randrange(6)}")
         before = classes.index().classes
         moved = classes.update(dict(portfolio))
-        afresh = ReferenceIndex.of_prices(portfolio[f] for f in sorted(portfolio))
+        afresh = _afresh(portfolio)
         assert classes.index().classes == afresh.classes
         assert {
             k for k in set(before) | set(afresh.classes) if before.get(k) != afresh.classes.get(k)

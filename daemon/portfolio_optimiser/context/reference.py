@@ -142,21 +142,10 @@ class ReferenceIndex:
 
     @classmethod
     def of(cls, projects: Iterable[Project], rule: ReferenceRule | None = None) -> ReferenceIndex:
-        return cls.of_prices((ProjectPrices.of(project) for project in projects), rule)
-
-    @classmethod
-    def of_prices(
-        cls, projects: Iterable[ProjectPrices], rule: ReferenceRule | None = None
-    ) -> ReferenceIndex:
-        """The index of projects known by their priced classes alone (a compact index of the
-        portfolio, kept so a start need not read every bundle)."""
-        found: dict[tuple[str, str], list[Comparable]] = {}
-        for project in sorted(projects, key=lambda p: p.project_id):
-            for compared_as, unit, price, source in project.classes:
-                found.setdefault((compared_as, unit), []).append(
-                    Comparable(project.project_id, source, price, project.category)
-                )
-        return cls({key: tuple(found[key]) for key in sorted(found)}, rule or ReferenceRule())
+        """The index of these projects, built as the daemon keeps it (:class:`ReferenceClasses`)."""
+        classes = ReferenceClasses(rule or ReferenceRule())
+        classes.update({f"{i:09d}": ProjectPrices.of(p) for i, p in enumerate(projects)})
+        return classes.index()
 
     @cached_property
     def fit(self) -> PriceFit:
@@ -187,7 +176,7 @@ ClassKey = tuple[str, str]
 class ReferenceClasses:
     """The reference classes kept up to date one project at a time: a new, changed or removed
     project moves only the classes it prices or priced. Each class holds its comparables in
-    project order, as :meth:`ReferenceIndex.of_prices` gives them from the whole portfolio."""
+    project order (two folders of one project id: in folder order)."""
 
     def __init__(self, rule: ReferenceRule) -> None:
         self.rule = rule

@@ -7,8 +7,9 @@ a failure costs the claim what ``outcomes`` says. Its input leaves for ``bundles
 at the end of its job's stages (``job``). Recovery after a crash is here and only here: what a
 crash cut off is finished by the engine as it starts and waited for, then each input still claimed
 goes the same path as a fresh one (a job met under way on a machine that is gone, while it is
-waited for, is handed to a live one by the engine's wait). What follows a settled job in this process is here too: the reference
-classes it changed, the portfolio page, and the reruns the portfolio moved under.
+waited for, is handed to a live one by the engine's wait). What follows a settled job in this
+process is here too: the reference classes it changed, the portfolio page, and the reruns the
+portfolio moved under.
 """
 
 from __future__ import annotations

@@ -170,15 +170,13 @@ class LedgerRecords:
             "SELECT r.project_id, r.run_id, r.folder, p.candidates FROM project_runs r"
             " LEFT JOIN project_pages p ON p.project_id = r.project_id AND p.run_id = r.run_id"
         )
-        if projects is None:
-            rows = self._db.all(sql + " ORDER BY r.project_id")
-        else:
-            wanted = sorted(set(projects))
-            rows = [
-                row
-                for project_id in wanted
-                for row in self._db.all(sql + " WHERE r.project_id = ?", (project_id,))
-            ]
+        wanted: tuple[str, ...] = ()
+        if projects is not None:
+            wanted = tuple(sorted(set(projects)))
+            if not wanted:
+                return []
+            sql += f" WHERE r.project_id IN ({', '.join('?' * len(wanted))})"
+        rows = self._db.all(sql + " ORDER BY r.project_id", wanted)
         return [ProjectPage(str(p), str(r), str(f), c) for p, r, f, c in rows]
 
     def candidate(self, candidate_id: str) -> CandidateRow | None:

@@ -68,7 +68,6 @@ class PortfolioPage:
         self._book: PortfolioBook | None = None
         self._runs: dict[str, str] = {}
         """The run each project's lines in the book come from."""
-        self._verdicts: dict[str, PageVerdict] = {}
         self._thin: tuple[object, list[tuple[str, str, int]]] = (None, [])
         self._svg = ""
 
@@ -82,7 +81,7 @@ class PortfolioPage:
                 self._after_runs(self._book, ledger)
             else:
                 found = _page_verdict(current_verdict(self.workspace, ledger, verdict, self.log))
-                self._set_verdict(self._book, verdict, found)
+                self._book.set_verdict(verdict, found)
             text, svg = self._book.render(thin=self._thin_classes(), stamp=stamp)
             outbox = self.workspace.outbox
             if svg != self._svg or not (outbox / SVG_NAME).is_file():
@@ -94,11 +93,10 @@ class PortfolioPage:
     def _built(self, ledger: Ledger) -> PortfolioBook:
         pages = ledger.records.project_pages()
         self._runs = {page.project_id: page.run_id for page in pages}
-        self._verdicts = self._folded(ledger)
         return PortfolioBook.of(
             (c for page in pages for c in self._candidates(ledger, page)),
             projects=self.portfolio.ingested.ids(),
-            verdicts=self._verdicts,
+            verdicts=self._folded(ledger),
         )
 
     def _after_runs(self, book: PortfolioBook, ledger: Ledger) -> None:
@@ -107,23 +105,14 @@ class PortfolioPage:
         moved = [
             p for p, run_id, _f in ledger.records.project_runs() if self._runs.get(p) != run_id
         ]
-        for page in ledger.records.project_pages(moved) if moved else ():
+        for page in ledger.records.project_pages(moved):
             book.replace(page.project_id, self._candidates(ledger, page))
             self._runs[page.project_id] = page.run_id
         folded = self._folded(ledger)
-        for candidate_id in sorted(set(folded) | set(self._verdicts)):
-            if folded.get(candidate_id) != self._verdicts.get(candidate_id):
-                self._set_verdict(book, candidate_id, folded.get(candidate_id))
+        for candidate_id in sorted(set(folded) | set(book.verdicts)):
+            if folded.get(candidate_id) != book.verdicts.get(candidate_id):
+                book.set_verdict(candidate_id, folded.get(candidate_id))
         book.set_projects(self.portfolio.ingested.ids())
-
-    def _set_verdict(
-        self, book: PortfolioBook, candidate_id: str, found: PageVerdict | None
-    ) -> None:
-        if found is None:
-            self._verdicts.pop(candidate_id, None)
-        else:
-            self._verdicts[candidate_id] = found
-        book.set_verdict(candidate_id, found)
 
     def _folded(self, ledger: Ledger) -> dict[str, PageVerdict]:
         store = self.portfolio.verdicts(ledger)

@@ -6,7 +6,8 @@ the ingest stamp ``generated: true`` + ``ingest_manifest`` naming the projects t
 from), and that a rebuild is deterministic and complete: built from every project in
 ``bundles/projects/`` and stale pages removed. The index page, written last, says what the pages
 were built from: a rebuild from the same portfolio (every start) renders nothing. A page edited
-by hand is replaced at the next change of the portfolio, a page deleted at the next rebuild. The
+by hand is replaced the next time its class moves (or at a start after the portfolio changed), a
+page deleted at the next rebuild. The
 processor is their one writer, after a project settles, and keeps the index it published; a
 process that has not published reads the pages back. Either way a run sees the portfolio as it
 was last published.
@@ -136,7 +137,7 @@ def publish_reference_classes(
 
 
 def _built(root: Path) -> str | None:
-    """What the pages were last published from (a digest of their manifest), as the index page
+    """What the pages were last published from (``ReferenceClasses.digest``), as the index page
     says."""
     try:
         head = (root / _INDEX).read_text("utf-8")[:400]

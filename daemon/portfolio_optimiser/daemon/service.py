@@ -6,9 +6,10 @@ claimed and scans. Loop: drain hints, rescan every ``rescan_seconds`` (events ge
 what is ready one item at a time on the processing thread (a verdict hinted at while a run is in
 hand is taken in at once, on the loop's thread), restart a dead observer, and ping the systemd
 watchdog only while healthy; the loop sleeps until a hint, the processing thread's end, a stop
-or the next thing due. SIGTERM stops taking work; the item in hand finishes (its run is bounded by ``run_timeout_seconds``) or, if
-systemd's stop timeout ends the process first, stays claimed and is finished at the next start.
-SIGHUP reloads the configuration; a bad new config is logged and the old one kept.
+or the next thing due. SIGTERM stops taking work; the item in hand finishes (its run is bounded
+by ``run_timeout_seconds``) or, if systemd's stop timeout ends the process first, stays claimed
+and is finished at the next start. SIGHUP reloads the configuration; a bad new config is logged
+and the old one kept.
 """
 
 from __future__ import annotations

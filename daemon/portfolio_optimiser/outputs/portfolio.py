@@ -20,6 +20,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Final
 
 from .proposals import Proposals
@@ -173,8 +174,8 @@ class PortfolioBook:
     _by_code: dict[str, _Totals] = field(default_factory=dict)
     _rows: dict[str, str] = field(default_factory=dict)
     _order: list[str] | None = None
-    _open: list[tuple[tuple[Decimal, str, int], str]] = field(default_factory=list)
-    """The open lines by rank, with their candidate ids: the largest are the first."""
+    _open: list[tuple[Decimal, str, int]] = field(default_factory=list)
+    """The open lines' ranks, in order: the largest are the first."""
     _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
     """Lines approved above their claim, by (project, place)."""
     _svg: str | None = None
@@ -222,6 +223,11 @@ class PortfolioBook:
         self._row(project_id)
         self._order, self._svg = None, None
 
+    @property
+    def verdicts(self) -> Mapping[str, PageVerdict]:
+        """Each candidate's verdict as the book counts it."""
+        return MappingProxyType(self._verdicts)
+
     def set_verdict(self, candidate_id: str, verdict: PageVerdict | None) -> None:
         """A candidate's verdict as it now stands (None: it has none)."""
         if verdict is None:
@@ -253,11 +259,10 @@ class PortfolioBook:
             else:
                 del self._above[place]
         if line.verdict is None:
-            entry = (line.rank, line.candidate.candidate_id)
             if sign > 0:
-                insort(self._open, entry)
+                insort(self._open, line.rank)
             else:
-                del self._open[bisect_left(self._open, entry)]
+                del self._open[bisect_left(self._open, line.rank)]
 
     def _row(self, project_id: str) -> None:
         totals = self._by_project.get(project_id, _Totals())
@@ -317,7 +322,7 @@ class PortfolioBook:
         if not self._open:
             return [*body, "None: every validated candidate has a verdict."]
         body += ["| project | candidate | title | codes | saving (NOK) |", "|---|---|---|---|---:|"]
-        for (_saving, project_id, position), _id in self._open[:_LARGEST]:
+        for _saving, project_id, position in self._open[:_LARGEST]:
             c = self._lines[project_id][position].candidate
             title = red.text(c.title, f"candidate {c.candidate_id}").replace("|", "/")
             body.append(

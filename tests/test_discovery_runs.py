@@ -12,7 +12,7 @@ import pytest
 import structlog
 
 from portfolio_optimiser.config import load_config
-from portfolio_optimiser.context.price_fit import LineReference, ProjectReferences
+from portfolio_optimiser.context.line_references import LineReference, ProjectReferences
 from portfolio_optimiser.daemon.claims import RerunClaim
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once

@@ -28,116 +28,36 @@ from __future__ import annotations
 
 import math
 import statistics
-from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .fit_arrays import (
+    MAD_TO_SIGMA,
+    MIN_LINES_FOR_LEVEL,
+    Floats,
+    Groups,
+    Ints,
+    Lines,
+    Spread,
+    median_without,
+    theil_sen,
+    theil_sen_points,
+)
+from .line_references import Grade, LineReference, ProjectReferences
 
 if TYPE_CHECKING:  # reference.py builds on this module; typing only
     from .reference import ReferenceIndex
 
-__all__ = ["Grade", "LineReference", "PriceFit", "ProjectReferences", "weighted_price"]
+__all__ = ["PriceFit", "weighted_price"]
 
-Grade = Literal["likely", "possible"]
 ClassKey = tuple[str, str]
 
-MAD_TO_SIGMA: Final = 1.4826
-"""Scales a median absolute deviation to σ for normal data (Iglewicz and Hoaglin)."""
-MIN_LINES_FOR_LEVEL: Final = 5
-"""Among fewer lines, two overpriced ones would move even a median-based level toward them."""
 TINY: Final = 1e-9
-SLOPE_LINES: Final = 6
-"""A slope (how much more the volatile codes lean) needs this many lines of distinct spreads."""
-MAX_SLOPE_LINES: Final = 60
-"""Theil-Sen is quadratic: a project's slope is taken from this many of its lines at most."""
 ROUNDS: Final = 3
-
-
-@dataclass(frozen=True)
-class LineReference:
-    """One priced line measured against the portfolio: the snapshot a run is identified against,
-    checked against and explained by."""
-
-    code: str
-    unit: str
-    category: str | None
-    """The category its comparables share, or None when taken across categories."""
-    n: int
-    """Other projects pricing this code in this unit (in ``category`` when one is named)."""
-    median_nok: float
-    """The comparables' median unit price, as written."""
-    expected_nok: float
-    """The unit price expected in this project: the class's centre at this project's level."""
-    level: float
-    """This project's price level on this code (1.12: its prices run 12 % above the portfolio's)."""
-    spread: float
-    """The robust spread of a price around its expectation in this class (log, about σ)."""
-    sigmas: float
-    """How many spreads the line's unit price lies above its expected price."""
-    grade: Grade | None
-    compared_as: str = ""
-    """What the line was compared as: its NS 3420 code, or its account (then ``code``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LineReference:
-        return cls(**data)
-
-
-@dataclass(frozen=True)
-class ProjectReferences:
-    """Every priced line of one project measured against the portfolio, at one moment."""
-
-    project_id: str = ""
-    lines: tuple[LineReference, ...] = ()
-    min_comparables: int = 4
-    min_saving_nok: float = 0.0
-    min_share: float = 0.0
-    """The materiality floor the lines were judged under (the report states it)."""
-
-    def get(self, code: str, unit: str) -> LineReference | None:
-        return next((r for r in self.lines if r.code == code and r.unit == unit), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "project_id": self.project_id,
-            "min_comparables": self.min_comparables,
-            "min_saving_nok": self.min_saving_nok,
-            "min_share": self.min_share,
-            "lines": [line.to_dict() for line in self.lines],
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ProjectReferences:
-        return cls(
-            str(data.get("project_id", "")),
-            tuple(LineReference.from_dict(line) for line in data.get("lines", ())),
-            int(data.get("min_comparables", 4)),
-            float(data.get("min_saving_nok", 0.0)),
-            float(data.get("min_share", 0.0)),
-        )
-
-
-def _robust_spread(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.0
-    middle = statistics.median(values)
-    return MAD_TO_SIGMA * statistics.median(abs(v - middle) for v in values)
-
-
-def _median_without(ordered: Sequence[float], value: float) -> float | None:
-    """The median of ``ordered`` (sorted) with one occurrence of ``value`` left out."""
-    gone = bisect_left(ordered, value)
-    n = len(ordered) - 1
-    if n <= 0:
-        return None
-
-    def at(i: int) -> float:
-        return ordered[i] if i < gone else ordered[i + 1]
-
-    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
 def weighted_price(entries: Sequence[tuple[float, float]]) -> float:
@@ -147,60 +67,6 @@ def weighted_price(entries: Sequence[tuple[float, float]]) -> float:
     return math.fsum(q * p for q, p in entries) / math.fsum(q for q, _p in entries)
 
 
-def _theil_sen(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """(intercept, slope) of a robust line through ``points`` (x, y); slope 0 when the x are too
-    few or too alike to tell one."""
-    ys = [y for _x, y in points]
-    distinct = {round(x, 9) for x, _y in points}
-    if len(points) < SLOPE_LINES or len(distinct) < 3:
-        return statistics.median(ys), 0.0
-    chosen = sorted(points)
-    step = max(1, math.ceil(len(chosen) / MAX_SLOPE_LINES))
-    sample = chosen[::step]
-    slopes = [
-        (y2 - y1) / (x2 - x1)
-        for i, (x1, y1) in enumerate(sample)
-        for x2, y2 in sample[i + 1 :]
-        if x2 - x1 > 1e-9
-    ]
-    slope = statistics.median(slopes) if slopes else 0.0
-    return statistics.median(y - slope * x for x, y in points), slope
-
-
-TRUNCATE_AT: Final = 3.0
-TRUNCATED_TO_SIGMA: Final = 1.0136
-"""1 / sqrt(E[Z² | |Z| < 3]): the root mean square of normal residuals within 3σ, scaled to σ."""
-
-
-class _Spread:
-    """A class's spread: the root mean square of its residuals within ``TRUNCATE_AT`` robust
-    deviations (the MAD's). As steady as a standard deviation (the MAD alone swings ±15 % at 60
-    comparables, and every low swing flags fair lines) and as blind to overpriced lines as the
-    MAD: a line far out is left out, not counted as noise."""
-
-    def __init__(self, residuals: Sequence[float]) -> None:
-        self.n = len(residuals)
-        self._abs = sorted(abs(r) for r in residuals)
-        mad = MAD_TO_SIGMA * statistics.median(self._abs) if self._abs else 0.0
-        self._cut = TRUNCATE_AT * mad
-        kept = [r * r for r in residuals if abs(r) <= self._cut]
-        self._kept, self._squares = len(kept), math.fsum(kept)
-
-    def sigma(self, without: float | None = None) -> float:
-        """The spread, leaving out one residual when ``without`` is given."""
-        kept, squares = self._kept, self._squares
-        if without is not None and abs(without) <= self._cut:
-            kept, squares = kept - 1, squares - without * without
-        if kept >= 3:
-            return TRUNCATED_TO_SIGMA * math.sqrt(max(squares, 0.0) / kept)
-        # Too few within the cut for a root mean square: the MAD's own estimate.
-        if without is None:
-            middle = statistics.median(self._abs) if self._abs else None
-        else:
-            middle = _median_without(self._abs, abs(without))
-        return MAD_TO_SIGMA * middle if middle is not None else 0.0
-
-
 @dataclass(frozen=True)
 class _Line:
     project_id: str
@@ -208,79 +74,135 @@ class _Line:
     key: ClassKey
     log_price: float
     price: float
+    entry: int = -1
+    """Its place in the fit's arrays; -1 for a line of a bundle about to run."""
 
 
 class PriceFit:
-    """The fitted portfolio: build once per published index (``ReferenceIndex.fit``)."""
+    """The fitted portfolio: build once per published index (``ReferenceIndex.fit``). Fitted
+    over arrays (``fit_arrays``), every comparable at once; a project's lines are then measured
+    one project at a time (``assess``)."""
 
     def __init__(self, index: ReferenceIndex) -> None:
-        rule = index.rule
-        self.rule = rule
-        self._lines: dict[str, list[_Line]] = {}
-        by_class: dict[ClassKey, list[_Line]] = {}
-        for key, comparables in index.classes.items():
-            for c in comparables:
-                line = _Line(
-                    c.project_id, c.category, key, math.log(c.unit_price_nok), c.unit_price_nok
-                )
-                by_class.setdefault(key, []).append(line)
-                self._lines.setdefault(c.project_id, []).append(line)
-        self._classes = by_class
-        self._prices: dict[tuple[ClassKey, str | None], list[float]] = {}
-        self._loading = {
-            key: max(_robust_spread([ln.log_price for ln in lines]), rule.min_spread)
-            for key, lines in by_class.items()
-        }
-        self._level: dict[str, tuple[float, float]] = {}
+        self.rule = rule = index.rule
+        self._keys = list(index.classes)
+        self._key_index = {key: k for k, key in enumerate(self._keys)}
+        n_classes = len(self._keys)
+        lines = self._arrays = Lines.of(
+            [
+                [(c.project_id, c.category, c.unit_price_nok) for c in comparables]
+                for comparables in index.classes.values()
+            ],
+            n_classes,
+        )
+        self._project_index = {p: i for i, p in enumerate(lines.project_ids)}
+        self._category_index = {c: i for i, c in enumerate(lines.categories)}
+        self._cat_group = lines.by_category()
+        self._n_cat_groups = lines.group_count(n_classes)
+        classes = np.arange(n_classes)
+        by_price = Groups.of(lines.klass, lines.log_price, n_classes)
+        deviation = np.abs(lines.log_price - by_price.median(lines.klass))
+        mad = MAD_TO_SIGMA * Groups.of(lines.klass, deviation, n_classes).median(classes)
+        self._loading_of = np.maximum(
+            np.where(by_price.count >= 2, mad, 0.0), rule.min_spread
+        ).astype(np.float64)
+        self._loading = {key: float(v) for key, v in zip(self._keys, self._loading_of, strict=True)}
+        rounded = [round(v, 9) for v in self._loading.values()]
+        ranks = {v: i for i, v in enumerate(sorted(set(rounded)))}
+        self._x_rank = np.array([ranks[v] for v in rounded], dtype=np.int64)
+        n_projects = len(lines.project_ids)
+        self._a, self._b = np.zeros(n_projects), np.zeros(n_projects)
         for _round in range(ROUNDS):
             self._fit_centres()
-            self._fit_levels()
+            centre = self._centres(leave_out=False)
+            a, b, fitted = self._theil_sen(lines.log_price - centre)
+            self._a, self._b = np.where(fitted, a, self._a), np.where(fitted, b, self._b)
         self._fit_centres()
         self._fit_spreads()
 
     # -- fitting --------------------------------------------------------------------------------
 
     def _shift(self, line: _Line) -> float:
-        a, b = self._level.get(line.project_id, (0.0, 0.0))
-        return a + b * self._loading[line.key]
+        p = self._project_index.get(line.project_id)
+        if p is None:
+            return 0.0
+        return float(self._a[p]) + float(self._b[p]) * self._loading[line.key]
 
     def _fit_centres(self) -> None:
         """Each class's prices at the standard level, sorted: across categories and by category."""
+        lines = self._arrays
+        x = self._loading_of[lines.klass]
+        self._value = lines.log_price - (self._a[lines.project] + self._b[lines.project] * x)
+        self._across = Groups.of(lines.klass, self._value, len(self._keys))
+        self._by_category = Groups.of(self._cat_group, self._value, self._n_cat_groups)
         self._adjusted: dict[tuple[ClassKey, str | None], list[float]] = {}
-        for key, lines in self._classes.items():
-            for line in lines:
-                value = line.log_price - self._shift(line)
-                self._adjusted.setdefault((key, None), []).append(value)
-                if line.category:
-                    self._adjusted.setdefault((key, line.category), []).append(value)
-        for values in self._adjusted.values():
-            values.sort()
+
+    def _in_category(self, entries: Ints, others: int) -> NDArray[np.bool_]:
+        """Whether each entry's centre is taken among its own category."""
+        group = self._cat_group[entries]
+        counts = self._by_category.count[np.maximum(group, 0)] if len(group) else group
+        return (group >= 0) & (counts - others >= self.rule.min_comparables)
+
+    def _centres(self, *, leave_out: bool) -> Floats:
+        """Each entry's class centre: with its project's line in the class (the last, for a
+        project id in two folders) left out when ``leave_out``; NaN when none is left."""
+        lines = self._arrays
+        entries = lines.last if leave_out else np.arange(len(lines))
+        among = self._in_category(entries, 1 if leave_out else 0)
+        klass, group = lines.klass[entries], np.maximum(self._cat_group[entries], 0)
+        if leave_out:
+            across = self._across.median_without(klass, entries)
+            by_category = self._by_category.median_without(group, entries)
+        else:
+            across, by_category = self._across.median(klass), self._by_category.median(group)
+        return np.where(among, by_category, across)
+
+    def _theil_sen(self, y: Floats) -> tuple[Floats, Floats, NDArray[np.bool_]]:
+        """Each project's level through its lines' (loading, ``y``), where ``y`` is a number."""
+        lines, known = self._arrays, ~np.isnan(y)
+        return theil_sen(
+            lines.project[known],
+            self._loading_of[lines.klass[known]],
+            y[known],
+            self._x_rank[lines.klass[known]],
+            len(lines.project_ids),
+        )
+
+    def _group(self, key: ClassKey, category: str | None) -> int | None:
+        k = self._key_index.get(key)
+        c = self._category_index.get(category) if category else None
+        if k is None or c is None:
+            return None
+        return k * max(len(self._arrays.categories), 1) + c
+
+    def _values(self, key: ClassKey, category: str | None) -> list[float]:
+        """A class's adjusted values, sorted (in ``category`` when one is named)."""
+        found = self._adjusted.get((key, category))
+        if found is None:
+            if category is None:
+                group, groups = self._key_index.get(key), self._across
+            else:
+                group, groups = self._group(key, category), self._by_category
+            found = groups.slice(group).tolist() if group is not None else []
+            self._adjusted[(key, category)] = found
+        return found
 
     def _centre_key(self, key: ClassKey, category: str | None, *, others: int) -> str | None:
         """The category whose comparables centre the class (None: across categories)."""
-        if (
-            category
-            and len(self._adjusted.get((key, category), ())) - others >= self.rule.min_comparables
-        ):
+        if category and len(self._values(key, category)) - others >= self.rule.min_comparables:
             return category
         return None
 
     def _centre(self, line: _Line, *, leave_out: bool) -> tuple[float | None, str | None, int]:
         among = self._centre_key(line.key, line.category, others=1 if leave_out else 0)
-        values = self._adjusted[(line.key, among)]
+        values = self._values(line.key, among)
         if leave_out:
             return (
-                _median_without(values, line.log_price - self._shift(line)),
+                median_without(values, line.log_price - self._shift(line)),
                 among,
                 len(values) - 1,
             )
         return statistics.median(values), among, len(values)
-
-    def _fit_levels(self) -> None:
-        for project_id, lines in self._lines.items():
-            points = [(self._loading[ln.key], ln.log_price - c) for ln, c in self._centred(lines)]
-            if len(points) >= MIN_LINES_FOR_LEVEL:
-                self._level[project_id] = _theil_sen(points)
 
     def _centred(
         self, lines: Sequence[_Line], indexed: dict[ClassKey, _Line] | None = None
@@ -306,46 +228,76 @@ class PriceFit:
         centred = self._centred(lines, indexed)
         if len(centred) < MIN_LINES_FOR_LEVEL:
             return 0.0, 0.0
-        return _theil_sen([(self._loading[ln.key], ln.log_price - c) for ln, c in centred])
+        return theil_sen_points([(self._loading[ln.key], ln.log_price - c) for ln, c in centred])
 
     def _fit_spreads(self) -> None:
-        """Each class's spread (``_Spread``), and the spread pooled over the classes."""
-        self._judged: dict[str, tuple[float, float]] = {}
-        residuals: dict[ClassKey, list[float]] = {}
-        for lines in self._lines.values():
-            indexed = {ln.key: ln for ln in lines}
-            for line in lines:
-                residual = self._residual(line, lines, indexed)
-                if residual is not None:
-                    residuals.setdefault(line.key, []).append(residual)
-        self._spreads = {key: _Spread(residuals.get(key, [])) for key in self._classes}
+        """Each indexed project's judging level; each indexed line's residual (``_residual``);
+        each class's spread (``Spread``), and the spread pooled over the classes."""
+        lines = self._arrays
+        self._judged_a, self._judged_b, _fitted = self._theil_sen(
+            lines.log_price - self._centres(leave_out=True)
+        )
+        among = self._in_category(np.arange(len(lines)), 1)
+        own = np.where(
+            among,
+            self._by_category.median_without(np.maximum(self._cat_group, 0), np.arange(len(lines))),
+            self._across.median_without(lines.klass, np.arange(len(lines))),
+        )
+        x = self._loading_of[lines.klass]
+        p = lines.project
+        self._residuals = lines.log_price - self._judged_a[p] - self._judged_b[p] * x - own
+        known = ~np.isnan(self._residuals)
+        order = np.argsort(lines.klass[known], kind="stable")
+        counts = np.bincount(lines.klass[known], minlength=len(self._keys))
+        ordered, ends = self._residuals[known][order], np.cumsum(counts)
+        self._spreads = {
+            key: Spread(ordered[end - count : end])
+            for key, count, end in zip(self._keys, counts, ends, strict=True)
+        }
         spreads = [
             spread.sigma()
             for spread in self._spreads.values()
             if spread.n > self.rule.min_comparables
         ]
         self._pooled = max(statistics.median(spreads) if spreads else 0.0, self.rule.min_spread)
+        self._prices: dict[tuple[ClassKey, str | None], list[float]] = {}
+        self._price_groups: tuple[Groups, Groups] | None = None
+        by_project = np.argsort(p, kind="stable")
+        self._project_entries = np.split(
+            by_project, np.cumsum(np.bincount(p, minlength=len(lines.project_ids)))[:-1]
+        )
 
-    def _residual(
-        self, line: _Line, lines: Sequence[_Line], indexed: dict[ClassKey, _Line]
-    ) -> float | None:
+    def _indexed(self, project_id: str) -> list[_Line]:
+        """The project's lines in the index, as the fit holds them."""
+        p = self._project_index.get(project_id)
+        if p is None:
+            return []
+        lines = self._arrays
+        return [
+            _Line(
+                project_id,
+                lines.categories[c] if (c := int(lines.category[i])) >= 0 else None,
+                self._keys[int(lines.klass[i])],
+                float(lines.log_price[i]),
+                float(lines.price[i]),
+                int(i),
+            )
+            for i in self._project_entries[p]
+        ]
+
+    def _residual(self, line: _Line) -> float | None:
         """How far an indexed line lies from what it is judged against — a centre taken without
         it, at the level it is judged at — so the spread is calibrated to what an assessment
         measures (in-sample residuals of a median run about 10 % small at 15 comparables, and
         the tail they flag is three times the normal one). None in a class of one."""
-        centre, _among, n = self._centre(line, leave_out=True)
-        if centre is None or n <= 0:
-            return None
-        a, b = self._level_cached(line.project_id, lines, indexed)
-        return line.log_price - a - b * self._loading[line.key] - centre
+        residual = float(self._residuals[line.entry])
+        return None if math.isnan(residual) else residual
 
-    def _level_cached(
-        self, project_id: str, lines: Sequence[_Line], indexed: dict[ClassKey, _Line]
-    ) -> tuple[float, float]:
-        cached = self._judged.get(project_id)
-        if cached is None:
-            cached = self._judged[project_id] = self._judging_level(lines, indexed)
-        return cached
+    def _level_cached(self, project_id: str) -> tuple[float, float]:
+        p = self._project_index.get(project_id)
+        if p is None:  # a project with no line in the index is judged at the standard level
+            return 0.0, 0.0
+        return float(self._judged_a[p]), float(self._judged_b[p])
 
     def _spread(self, residual: float | None, key: ClassKey) -> float:
         """The class's spread (without the line whose ``residual`` is given), shrunk toward the
@@ -371,7 +323,7 @@ class PriceFit:
         or a revised version of an ingested project — is measured as the portfolio will stand
         once it settles: never against an earlier version of itself."""
         lines = [
-            entry for entry in priced if (entry[1], entry[2]) in self._classes and entry[3] > 0
+            entry for entry in priced if (entry[1], entry[2]) in self._key_index and entry[3] > 0
         ]
         classes: dict[ClassKey, list[tuple[float, float]]] = {}
         for _code, compared_as, unit, price, quantity in lines:
@@ -381,16 +333,12 @@ class PriceFit:
             for key, entries in classes.items()
             if (p := weighted_price(entries)) > 0
         ]
-        own = self._lines.get(project_id, [])
+        own = self._indexed(project_id)
         indexed = {ln.key: ln for ln in own}
         same = sorted((ln.key, round(ln.price, 6)) for ln in own) == sorted(
             (m.key, round(m.price, 6)) for m in mine
         )
-        a, b = (
-            self._level_cached(project_id, own, indexed)
-            if same
-            else self._judging_level(mine, indexed)
-        )
+        a, b = self._level_cached(project_id) if same else self._judging_level(mine, indexed)
         found = []
         for code, compared_as, unit, price, _quantity in lines:
             key = (compared_as, unit)
@@ -402,7 +350,7 @@ class PriceFit:
                 centre, among, n = self._centre(probe, leave_out=False)
             if centre is None or n <= 0:
                 continue
-            residual = self._residual(old, own, indexed) if old is not None else None
+            residual = self._residual(old) if old is not None else None
             spread = self._spread(residual, key)
             median = self._median_price(key, among, old)
             shift = a + b * self._loading[key]
@@ -434,11 +382,22 @@ class PriceFit:
         portfolio of thousands would sort every class once per project)."""
         prices = self._prices.get((key, among))
         if prices is None:
-            prices = self._prices[(key, among)] = sorted(
-                ln.price for ln in self._classes[key] if among is None or ln.category == among
+            if self._price_groups is None:
+                lines = self._arrays
+                self._price_groups = (
+                    Groups.of(lines.klass, lines.price, len(self._keys)),
+                    Groups.of(self._cat_group, lines.price, self._n_cat_groups),
+                )
+            across, by_category = self._price_groups
+            group = self._key_index[key] if among is None else self._group(key, among)
+            found = (
+                (across if among is None else by_category).slice(group)
+                if group is not None
+                else None
             )
+            prices = self._prices[(key, among)] = found.tolist() if found is not None else []
         if own is not None and (among is None or own.category == among):
-            return _median_without(prices, own.price)
+            return median_without(prices, own.price)
         return statistics.median(prices) if prices else None
 
     def _grade(self, n: int, price: float, expected: float, sigmas: float) -> Grade | None:

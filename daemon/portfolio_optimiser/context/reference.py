@@ -30,8 +30,9 @@ from decimal import ROUND_FLOOR, Decimal
 from functools import cached_property
 from typing import Final, NamedTuple
 
+from .line_references import LineReference, ProjectReferences
 from .models import REFERENCE_PRICE, Candidate, CostLine, Project
-from .price_fit import LineReference, PriceFit, ProjectReferences, weighted_price
+from .price_fit import PriceFit, weighted_price
 from .vocabulary import normalise_unit
 
 __all__ = [

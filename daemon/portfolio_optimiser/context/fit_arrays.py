@@ -1,0 +1,292 @@
+"""The portfolio's fit over arrays: every comparable of the index at once (``price_fit`` says
+what is fitted and why; this module only makes it fast).
+
+A portfolio of ten thousand projects holds hundreds of thousands of comparables, and the fit is
+taken again whenever one of them moves. Each step here is the plain per-line arithmetic of
+``price_fit``, done on whole arrays: the same operations in the same order, so the figures are the
+ones a loop over the lines gives, to the last digit. Medians are taken as ``statistics.median``
+takes them (the middle value, or the mean of the two middle ones); logarithms are taken with
+``math.log`` (numpy's may differ in the last place); and sums of squares with ``math.fsum``.
+``tests/price_fit_plain.py`` keeps the plain loop these are held to.
+
+It also holds what one project's lines are measured with, a value at a time: a median without
+one value, the robust line through one project's points, and a class's spread.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "MAD_TO_SIGMA",
+    "Groups",
+    "Lines",
+    "Spread",
+    "median_without",
+    "theil_sen",
+    "theil_sen_points",
+]
+
+Floats = NDArray[np.float64]
+Ints = NDArray[np.int64]
+
+MIN_LINES_FOR_LEVEL: Final = 5
+"""Among fewer lines, two overpriced ones would move even a median-based level toward them."""
+SLOPE_LINES: Final = 6
+"""A slope (how much more the volatile codes lean) needs this many lines of distinct spreads."""
+MAX_SLOPE_LINES: Final = 60
+"""Theil-Sen is quadratic: a project's slope is taken from this many of its lines at most."""
+CHUNK: Final = 2048
+"""Projects whose pairwise slopes are taken at once (bounds the memory of a large portfolio)."""
+
+
+MAD_TO_SIGMA: Final = 1.4826
+"""Scales a median absolute deviation to σ for normal data (Iglewicz and Hoaglin)."""
+
+
+def median_without(ordered: Sequence[float], value: float) -> float | None:
+    """The median of ``ordered`` (sorted) with one occurrence of ``value`` left out."""
+    gone = bisect_left(ordered, value)
+    n = len(ordered) - 1
+    if n <= 0:
+        return None
+
+    def at(i: int) -> float:
+        return ordered[i] if i < gone else ordered[i + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
+def theil_sen_points(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """One project's (intercept, slope) of a robust line through ``points`` (x, y); slope 0 when the x are too
+    few or too alike to tell one."""
+    ys = [y for _x, y in points]
+    distinct = {round(x, 9) for x, _y in points}
+    if len(points) < SLOPE_LINES or len(distinct) < 3:
+        return statistics.median(ys), 0.0
+    chosen = sorted(points)
+    step = max(1, math.ceil(len(chosen) / MAX_SLOPE_LINES))
+    sample = chosen[::step]
+    slopes = [
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(sample)
+        for x2, y2 in sample[i + 1 :]
+        if x2 - x1 > 1e-9
+    ]
+    slope = statistics.median(slopes) if slopes else 0.0
+    return statistics.median(y - slope * x for x, y in points), slope
+
+
+TRUNCATE_AT: Final = 3.0
+TRUNCATED_TO_SIGMA: Final = 1.0136
+"""1 / sqrt(E[Z² | |Z| < 3]): the root mean square of normal residuals within 3σ, scaled to σ."""
+
+
+class Spread:
+    """A class's spread: the root mean square of its residuals within ``TRUNCATE_AT`` robust
+    deviations (the MAD's). As steady as a standard deviation (the MAD alone swings ±15 % at 60
+    comparables, and every low swing flags fair lines) and as blind to overpriced lines as the
+    MAD: a line far out is left out, not counted as noise."""
+
+    def __init__(self, residuals: Floats) -> None:
+        self.n = len(residuals)
+        self._abs: list[float] = np.sort(np.abs(residuals)).tolist()
+        mad = MAD_TO_SIGMA * statistics.median(self._abs) if self._abs else 0.0
+        self._cut = TRUNCATE_AT * mad
+        kept = residuals[np.abs(residuals) <= self._cut]
+        self._kept, self._squares = len(kept), math.fsum((kept * kept).tolist())
+
+    def sigma(self, without: float | None = None) -> float:
+        """The spread, leaving out one residual when ``without`` is given."""
+        kept, squares = self._kept, self._squares
+        if without is not None and abs(without) <= self._cut:
+            kept, squares = kept - 1, squares - without * without
+        if kept >= 3:
+            return TRUNCATED_TO_SIGMA * math.sqrt(max(squares, 0.0) / kept)
+        # Too few within the cut for a root mean square: the MAD's own estimate.
+        if without is None:
+            middle = statistics.median(self._abs) if self._abs else None
+        else:
+            middle = median_without(self._abs, abs(without))
+        return MAD_TO_SIGMA * middle if middle is not None else 0.0
+
+
+@dataclass(frozen=True)
+class Lines:
+    """Every comparable of the index, one entry each, in the index's order (class by class)."""
+
+    project: Ints
+    """Index into ``project_ids``: two folders of one project id are one project, as a line's
+    project is its id."""
+    klass: Ints
+    category: Ints
+    """Index into ``categories``; -1 for none."""
+    log_price: Floats
+    price: Floats
+    project_ids: list[str]
+    categories: list[str]
+    last: Ints
+    """For each entry, the project's last entry in the same class (itself but for a project id
+    in two folders): the one a project's lines are measured without."""
+
+    @classmethod
+    def of(
+        cls, classes: Sequence[Sequence[tuple[str, str | None, float]]], n_classes: int
+    ) -> Lines:
+        """From each class's comparables: (project id, category, unit price) each."""
+        projects: dict[str, int] = {}
+        categories: dict[str, int] = {}
+        project, klass, category, prices = [], [], [], []
+        for index, comparables in enumerate(classes):
+            for project_id, cat, price in comparables:
+                project.append(projects.setdefault(project_id, len(projects)))
+                klass.append(index)
+                category.append(categories.setdefault(cat, len(categories)) if cat else -1)
+                prices.append(price)
+        p = np.array(project, dtype=np.int64)
+        k = np.array(klass, dtype=np.int64)
+        pair = k * max(len(projects), 1) + p
+        # A class's entries of one project are adjacent: the last of a run is the one kept.
+        ends = np.flatnonzero(np.r_[pair[1:] != pair[:-1], True]) if len(pair) else pair
+        last = np.repeat(ends, np.diff(np.r_[-1, ends])) if len(pair) else pair
+        return cls(
+            project=p,
+            klass=k,
+            category=np.array(category, dtype=np.int64),
+            log_price=np.array([math.log(x) for x in prices], dtype=np.float64),
+            price=np.array(prices, dtype=np.float64),
+            project_ids=list(projects),
+            categories=list(categories),
+            last=last.astype(np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.project)
+
+    def by_category(self) -> Ints:
+        """Each entry's (class, category) group; -1 for an entry with no category."""
+        return np.where(
+            self.category >= 0, self.klass * max(len(self.categories), 1) + self.category, -1
+        )
+
+    def group_count(self, n_classes: int) -> int:
+        return n_classes * max(len(self.categories), 1)
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Values sorted within their groups: group ``g`` holds ``values[start[g]:start[g + 1]]``;
+    ``rank`` is each entry's place in that order."""
+
+    values: Floats
+    start: Ints
+    rank: Ints
+
+    @classmethod
+    def of(cls, group: Ints, values: Floats, n_groups: int) -> Groups:
+        """Entries of group -1 belong to none."""
+        member = group >= 0
+        order = np.lexsort((values, np.where(member, group, n_groups)))
+        counts = np.bincount(group[member], minlength=n_groups)
+        rank = np.empty(len(values), dtype=np.int64)
+        rank[order] = np.arange(len(values))
+        return cls(values[order], np.r_[0, np.cumsum(counts)].astype(np.int64), rank)
+
+    @property
+    def count(self) -> Ints:
+        return np.diff(self.start)
+
+    def slice(self, g: int) -> Floats:
+        return self.values[self.start[g] : self.start[g + 1]]
+
+    def median(self, group: Ints) -> Floats:
+        """Each entry's group's median (NaN for an empty group)."""
+        if not len(self.values):
+            return np.full(len(group), np.nan)
+        n, base = self.count[group], self.start[group]
+        lo, hi = _middle(n)
+        top = len(self.values) - 1
+        middle = self.values[np.minimum(base + lo, top)] + self.values[np.minimum(base + hi, top)]
+        return np.where(n > 0, middle / 2, np.nan)
+
+    def median_without(self, group: Ints, entry: Ints) -> Floats:
+        """Each entry's group's median with that entry left out (NaN when none is left). An
+        equal value's place serves as well as its own: the values left are the same."""
+        if not len(self.values):
+            return np.full(len(group), np.nan)
+        n, base = self.count[group] - 1, self.start[group]
+        gone = self.rank[entry] - base
+        lo, hi = _middle(n)
+        top = len(self.values) - 1
+
+        def at(i: Ints) -> Floats:
+            found: Floats = self.values[np.clip(base + i + (i >= gone), 0, top)]
+            return found
+
+        return np.where(n > 0, (at(lo) + at(hi)) / 2, np.nan)
+
+
+def _middle(count: Ints) -> tuple[Ints, Ints]:
+    """The places of the middle values among ``count`` sorted ones (equal when ``count`` is odd;
+    0 when there are none)."""
+    lo = np.maximum(count - 1, 0) // 2
+    return lo, np.minimum(np.maximum(count, 0) // 2, np.maximum(count - 1, 0))
+
+
+def row_median(sorted_rows: Floats, count: Ints) -> Floats:
+    """The median of each row's first ``count`` values (rows sorted); NaN for an empty row."""
+    rows = np.arange(len(sorted_rows))
+    lo, hi = _middle(count)
+    middle = (sorted_rows[rows, lo] + sorted_rows[rows, hi]) / 2
+    return np.where(count > 0, middle, np.nan)
+
+
+def theil_sen(
+    project: Ints, x: Floats, y: Floats, x_rank: Ints, n_projects: int
+) -> tuple[Floats, Floats, NDArray[np.bool_]]:
+    """Each project's (intercept, slope) of a robust line through its points (``x``, ``y``), as
+    ``price_fit._theil_sen`` takes it one project at a time; and which projects have the
+    ``MIN_LINES_FOR_LEVEL`` points a level needs (the others: 0, 0). ``x_rank`` orders the
+    distinct values of ``x`` rounded to 9 places (how distinct the points' x are)."""
+    a = np.zeros(n_projects)
+    b = np.zeros(n_projects)
+    counts = np.bincount(project, minlength=n_projects)
+    fitted = counts >= MIN_LINES_FOR_LEVEL
+    order = np.lexsort((y, x, project))
+    start = np.r_[0, np.cumsum(counts)][:-1]
+    xs, ys, ranks = x[order], y[order], x_rank[order]
+    for n in np.unique(counts[fitted]):
+        chosen = np.flatnonzero(fitted & (counts == n))
+        for block in range(0, len(chosen), CHUNK):
+            rows = chosen[block : block + CHUNK]
+            at = start[rows][:, None] + np.arange(n)
+            a[rows], b[rows] = _theil_sen_rows(xs[at], ys[at], ranks[at])
+    return a, b, fitted
+
+
+def _theil_sen_rows(xs: Floats, ys: Floats, ranks: Ints) -> tuple[Floats, Floats]:
+    """Rows of ``n`` points each, sorted by (x, y)."""
+    m, n = xs.shape
+    full = np.full(m, n, dtype=np.int64)
+    distinct = 1 + (np.diff(ranks, axis=1) != 0).sum(axis=1)
+    flat = (distinct < 3) | (n < SLOPE_LINES)
+    step = max(1, math.ceil(n / MAX_SLOPE_LINES))
+    sx, sy = xs[:, ::step], ys[:, ::step]
+    first, second = np.triu_indices(sx.shape[1], 1)
+    dx = sx[:, second] - sx[:, first]
+    valid = dx > 1e-9
+    slopes = np.where(valid, (sy[:, second] - sy[:, first]) / np.where(valid, dx, 1.0), np.inf)
+    slopes.sort(axis=1)
+    found = valid.sum(axis=1)
+    slope = np.where(found > 0, row_median(slopes, found), 0.0) if slopes.size else np.zeros(m)
+    slope = np.where(flat, 0.0, slope)
+    around = np.sort(ys - slope[:, None] * xs, axis=1)
+    return row_median(around, full), slope

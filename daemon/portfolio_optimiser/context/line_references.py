@@ -1,0 +1,79 @@
+"""A project's priced lines measured against the portfolio: the snapshot a run is identified by,
+handed, checked against and explained by (``price_fit`` makes it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+__all__ = ["Grade", "LineReference", "ProjectReferences"]
+
+Grade = Literal["likely", "possible"]
+
+
+@dataclass(frozen=True)
+class LineReference:
+    """One priced line measured against the portfolio: the snapshot a run is identified against,
+    checked against and explained by."""
+
+    code: str
+    unit: str
+    category: str | None
+    """The category its comparables share, or None when taken across categories."""
+    n: int
+    """Other projects pricing this code in this unit (in ``category`` when one is named)."""
+    median_nok: float
+    """The comparables' median unit price, as written."""
+    expected_nok: float
+    """The unit price expected in this project: the class's centre at this project's level."""
+    level: float
+    """This project's price level on this code (1.12: its prices run 12 % above the portfolio's)."""
+    spread: float
+    """The robust spread of a price around its expectation in this class (log, about σ)."""
+    sigmas: float
+    """How many spreads the line's unit price lies above its expected price."""
+    grade: Grade | None
+    compared_as: str = ""
+    """What the line was compared as: its NS 3420 code, or its account (then ``code``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LineReference:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ProjectReferences:
+    """Every priced line of one project measured against the portfolio, at one moment."""
+
+    project_id: str = ""
+    lines: tuple[LineReference, ...] = ()
+    min_comparables: int = 4
+    min_saving_nok: float = 0.0
+    min_share: float = 0.0
+    """The materiality floor the lines were judged under (the report states it)."""
+
+    def get(self, code: str, unit: str) -> LineReference | None:
+        return next((r for r in self.lines if r.code == code and r.unit == unit), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "project_id": self.project_id,
+            "min_comparables": self.min_comparables,
+            "min_saving_nok": self.min_saving_nok,
+            "min_share": self.min_share,
+            "lines": [line.to_dict() for line in self.lines],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProjectReferences:
+        return cls(
+            str(data.get("project_id", "")),
+            tuple(LineReference.from_dict(line) for line in data.get("lines", ())),
+            int(data.get("min_comparables", 4)),
+            float(data.get("min_saving_nok", 0.0)),
+            float(data.get("min_share", 0.0)),
+        )

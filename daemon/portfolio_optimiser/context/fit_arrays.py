@@ -20,13 +20,14 @@ import statistics
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
     "MAD_TO_SIGMA",
+    "Entries",
     "Groups",
     "Lines",
     "Spread",
@@ -100,14 +101,14 @@ class Spread:
         self.n = len(residuals)
         self._abs: list[float] = np.sort(np.abs(residuals)).tolist()
         mad = MAD_TO_SIGMA * statistics.median(self._abs) if self._abs else 0.0
-        self._cut = TRUNCATE_AT * mad
-        kept = residuals[np.abs(residuals) <= self._cut]
-        self._kept, self._squares = len(kept), math.fsum((kept * kept).tolist())
+        self.cut = TRUNCATE_AT * mad
+        kept = residuals[np.abs(residuals) <= self.cut]
+        self.kept, self.squares = len(kept), math.fsum((kept * kept).tolist())
 
     def sigma(self, without: float | None = None) -> float:
         """The spread, leaving out one residual when ``without`` is given."""
-        kept, squares = self._kept, self._squares
-        if without is not None and abs(without) <= self._cut:
+        kept, squares = self.kept, self.squares
+        if without is not None and abs(without) <= self.cut:
             kept, squares = kept - 1, squares - without * without
         if kept >= 3:
             return TRUNCATED_TO_SIGMA * math.sqrt(max(squares, 0.0) / kept)
@@ -117,6 +118,30 @@ class Spread:
         else:
             middle = median_without(self._abs, abs(without))
         return MAD_TO_SIGMA * middle if middle is not None else 0.0
+
+
+class Entries(NamedTuple):
+    """Every index entry's figures, for measuring many projects' posts at once (``PriceFit``)."""
+
+    project: Ints
+    klass: Ints
+    price: Floats
+    last: Ints
+    centre: Floats
+    """Its class's centre without its project's line (NaN when none is left)."""
+    compared: Ints
+    """How many other projects it is measured against."""
+    spread: Floats
+    """Its spread as ``PriceFit`` takes it — but where ``exact_spread`` (too few residuals for a
+    root mean square: the spread is then a median, taken one line at a time)."""
+    exact_spread: NDArray[np.bool_]
+    level_a: Floats
+    """By project: the level its lines are judged at (intercept and slope on the loading)."""
+    level_b: Floats
+    loading: Floats
+    """By class."""
+    project_index: dict[str, int]
+    key_index: dict[tuple[str, str], int]
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ from numpy.typing import NDArray
 from .fit_arrays import (
     MAD_TO_SIGMA,
     MIN_LINES_FOR_LEVEL,
+    TRUNCATED_TO_SIGMA,
+    Entries,
     Floats,
     Groups,
     Ints,
@@ -246,6 +248,14 @@ class PriceFit:
         x = self._loading_of[lines.klass]
         p = lines.project
         self._residuals = lines.log_price - self._judged_a[p] - self._judged_b[p] * x - own
+        self._own_centre = own
+        chosen = np.where(
+            among,
+            self._by_category.count[np.maximum(self._cat_group, 0)],
+            self._across.count[lines.klass],
+        )
+        self._compared = chosen - 1
+        """How many other projects each entry is measured against (``LineReference.n``)."""
         known = ~np.isnan(self._residuals)
         order = np.argsort(lines.klass[known], kind="stable")
         counts = np.bincount(lines.klass[known], minlength=len(self._keys))
@@ -267,23 +277,55 @@ class PriceFit:
             by_project, np.cumsum(np.bincount(p, minlength=len(lines.project_ids)))[:-1]
         )
 
+    def entries(self) -> Entries:
+        """Every index entry's figures as arrays, to measure many projects' posts at once."""
+        lines, rule = self._arrays, self.rule
+        residual = self._residuals
+        has = ~np.isnan(residual)
+        spreads = [self._spreads[key] for key in self._keys]
+        kept = np.array([s.kept for s in spreads], dtype=np.float64)[lines.klass]
+        squares = np.array([s.squares for s in spreads])[lines.klass]
+        cut = np.array([s.cut for s in spreads])[lines.klass]
+        inside = has & (np.abs(np.where(has, residual, 0.0)) <= cut)
+        kept = kept - inside
+        squares = squares - np.where(inside, residual * residual, 0.0)
+        own = TRUNCATED_TO_SIGMA * np.sqrt(np.maximum(squares, 0.0) / np.maximum(kept, 1))
+        n = np.array([s.n for s in spreads], dtype=np.float64)[lines.klass] - has
+        n0 = rule.shrink_comparables
+        total = np.maximum(n + n0, 1)
+        shrunk = np.where(n + n0 > 0, np.sqrt((n * own**2 + n0 * self._pooled**2) / total), 0.0)
+        return Entries(
+            project=lines.project,
+            klass=lines.klass,
+            price=lines.price,
+            last=lines.last,
+            centre=self._own_centre,
+            compared=self._compared,
+            spread=np.maximum(shrunk, max(rule.min_spread, TINY)),
+            exact_spread=kept < 3,
+            level_a=self._judged_a,
+            level_b=self._judged_b,
+            loading=self._loading_of,
+            project_index=self._project_index,
+            key_index=self._key_index,
+        )
+
     def _indexed(self, project_id: str) -> list[_Line]:
         """The project's lines in the index, as the fit holds them."""
         p = self._project_index.get(project_id)
-        if p is None:
-            return []
+        return [] if p is None else [self._line(int(i)) for i in self._project_entries[p]]
+
+    def _line(self, entry: int) -> _Line:
         lines = self._arrays
-        return [
-            _Line(
-                project_id,
-                lines.categories[c] if (c := int(lines.category[i])) >= 0 else None,
-                self._keys[int(lines.klass[i])],
-                float(lines.log_price[i]),
-                float(lines.price[i]),
-                int(i),
-            )
-            for i in self._project_entries[p]
-        ]
+        c = int(lines.category[entry])
+        return _Line(
+            lines.project_ids[int(lines.project[entry])],
+            lines.categories[c] if c >= 0 else None,
+            self._keys[int(lines.klass[entry])],
+            float(lines.log_price[entry]),
+            float(lines.price[entry]),
+            entry,
+        )
 
     def _residual(self, line: _Line) -> float | None:
         """How far an indexed line lies from what it is judged against — a centre taken without
@@ -343,37 +385,62 @@ class PriceFit:
         for code, compared_as, unit, price, _quantity in lines:
             key = (compared_as, unit)
             old = indexed.get(key)
-            if old is not None:
-                centre, among, n = self._centre(old, leave_out=True)
-            else:
-                probe = _Line(project_id, category, key, math.log(price), price)
-                centre, among, n = self._centre(probe, leave_out=False)
-            if centre is None or n <= 0:
-                continue
-            residual = self._residual(old) if old is not None else None
-            spread = self._spread(residual, key)
-            median = self._median_price(key, among, old)
-            shift = a + b * self._loading[key]
-            expected = math.exp(centre + shift)
-            sigmas = (math.log(price) - centre - shift) / spread
-            found.append(
-                LineReference(
-                    code=code,
-                    unit=unit,
-                    category=among,
-                    n=n,
-                    median_nok=round(median, 2) if median is not None else 0.0,
-                    expected_nok=round(expected, 2),
-                    level=round(math.exp(shift), 4),
-                    spread=round(spread, 4),
-                    sigmas=round(sigmas, 2),
-                    grade=self._grade(n, price, expected, sigmas),
-                    compared_as=compared_as,
-                )
-            )
+            line = old or _Line(project_id, category, key, math.log(price), price)
+            reference = self._reference(code, unit, price, line, old is not None, (a, b))
+            if reference is not None:
+                found.append(reference)
+        return self.references(project_id, tuple(found))
+
+    def references(self, project_id: str, lines: tuple[LineReference, ...]) -> ProjectReferences:
         rule = self.rule
         return ProjectReferences(
-            project_id, tuple(found), rule.min_comparables, rule.min_saving_nok, rule.min_share
+            project_id, lines, rule.min_comparables, rule.min_saving_nok, rule.min_share
+        )
+
+    def indexed_reference(
+        self, entry: int, code: str, unit: str, price: float
+    ) -> LineReference | None:
+        """A post of an indexed project whose lines in the index are its own, measured as
+        ``assess`` measures it: against its class's index ``entry``, at the project's level."""
+        old = self._line(entry)
+        p = int(self._arrays.project[entry])
+        level = float(self._judged_a[p]), float(self._judged_b[p])
+        return self._reference(code, unit, price, old, True, level)
+
+    def _reference(
+        self,
+        code: str,
+        unit: str,
+        price: float,
+        line: _Line,
+        indexed: bool,
+        level: tuple[float, float],
+    ) -> LineReference | None:
+        """A post measured against its class: without the project's ``indexed`` line in it (a
+        probe of a line not in the index otherwise); None when nothing is left to compare."""
+        old = line if indexed else None
+        centre, among, n = self._centre(line, leave_out=indexed)
+        if centre is None or n <= 0:
+            return None
+        key = line.key
+        residual = self._residual(old) if old is not None else None
+        spread = self._spread(residual, key)
+        median = self._median_price(key, among, old)
+        shift = level[0] + level[1] * self._loading[key]
+        expected = math.exp(centre + shift)
+        sigmas = (math.log(price) - centre - shift) / spread
+        return LineReference(
+            code=code,
+            unit=unit,
+            category=among,
+            n=n,
+            median_nok=round(median, 2) if median is not None else 0.0,
+            expected_nok=round(expected, 2),
+            level=round(math.exp(shift), 4),
+            spread=round(spread, 4),
+            sigmas=round(sigmas, 2),
+            grade=self._grade(n, price, expected, sigmas),
+            compared_as=key[0],
         )
 
     def _median_price(self, key: ClassKey, among: str | None, own: _Line | None) -> float | None:

@@ -39,12 +39,14 @@ __all__ = [
     "MEASURE_TYPE",
     "Comparable",
     "LineReference",
+    "Post",
     "ProjectPrices",
     "ProjectReferences",
     "ReferenceClasses",
     "ReferenceIndex",
     "ReferenceRule",
     "check_reference",
+    "material",
     "reference_candidates",
     "reference_link",
     "reference_saving",
@@ -110,14 +112,32 @@ def _priced(line: CostLine) -> tuple[str, float, float] | None:
     return unit, float(line.quantity), float(line.unit_price_nok)
 
 
+Post = tuple[str, str, str, float, float]
+"""A priced line as it is measured: (code, compared as, unit, unit price, quantity); compared as
+"" for a post no class compares (no NS 3420 code)."""
+
+
+def _posts(project: Project) -> tuple[Post, ...]:
+    """The project's priced lines, in order."""
+    return tuple(
+        (line.code, line.compared_as or "", found[0], found[2], found[1])
+        for line in project.cost_lines
+        if (found := _priced(line))
+    )
+
+
 @dataclass(frozen=True)
 class ProjectPrices:
     """What the reference classes take of a project: its id, its category, and one price per
-    class it prices — (compared as, unit, unit price, the first line's source) each."""
+    class it prices — (compared as, unit, unit price, the first line's source) each; and what its
+    reference candidates are found from without its IR: its priced posts, and its size (what a
+    saving is material against)."""
 
     project_id: str
     category: str | None
     classes: tuple[tuple[str, str, float, str], ...]
+    posts: tuple[Post, ...] = ()
+    size: float = 0.0
 
     @classmethod
     def of(cls, project: Project) -> ProjectPrices:
@@ -130,6 +150,8 @@ class ProjectPrices:
                 (compared_as, unit, weighted_price([(q, p) for q, p, _s in lines]), lines[0][2])
                 for (compared_as, unit), lines in _classes_of(project).items()
             ),
+            _posts(project),
+            _size(project),
         )
 
 
@@ -155,12 +177,8 @@ class ReferenceIndex:
 
     def assess(self, project: Project) -> ProjectReferences:
         """Every priced line of ``project`` against the others: the snapshot a run uses."""
-        priced = [
-            (line.code, compared_as, found[0], found[2], found[1])
-            for line in project.cost_lines
-            if (found := _priced(line)) and (compared_as := line.compared_as)
-        ]
-        return self.fit.assess(project.id, project.category, priced)
+        compared = [post for post in _posts(project) if post[1]]
+        return self.fit.assess(project.id, project.category, compared)
 
     def thin(self) -> list[tuple[str, str, int]]:
         """Classes with fewer projects than a reference needs: (code, unit, projects)."""
@@ -269,9 +287,13 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}".replace(",", " ")
 
 
-def _material(saving: int, project: Project, references: ProjectReferences) -> bool:
-    size = project.base_estimate_nok or project.cost_total_nok
-    return saving >= references.min_saving_nok and saving >= references.min_share * float(size)
+def _size(project: Project) -> float:
+    return float(project.base_estimate_nok or project.cost_total_nok)
+
+
+def material(saving: int, size: float, references: ProjectReferences) -> bool:
+    """Whether a saving is worth an expert's time in a project of this size."""
+    return saving >= references.min_saving_nok and saving >= references.min_share * size
 
 
 def _why(line: CostLine, ref: LineReference, unit: str, quantity: float, saving: int) -> str:
@@ -307,7 +329,7 @@ def reference_candidates(project: Project, references: ProjectReferences) -> lis
         if ref is None or ref.grade is None:
             continue
         saving = reference_saving(price, ref.expected_nok, quantity)
-        if saving <= 0 or not _material(saving, project, references):
+        if saving <= 0 or not material(saving, _size(project), references):
             continue
         found.append(
             Candidate(

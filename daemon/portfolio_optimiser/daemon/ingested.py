@@ -69,6 +69,23 @@ class IngestedProjects:
         self._known = known
         return found
 
+    def project(self, name: str) -> Project | None:
+        """The full IR of a folder the last look found: kept when that look read it, else read
+        now and not kept (a look at ten thousand projects must not hold them all)."""
+        entry = self._known.get(name)
+        if entry is None:
+            return None
+        if entry.project is not None:
+            return entry.project
+        folder = self.workspace.bundles_projects / name
+        try:
+            return load_ir_projections(folder)
+        except (BundleError, OSError) as exc:
+            self.log.warning(
+                "ingested project left out of the portfolio", project=name, problem=str(exc)
+            )
+            return None
+
     def ids(self) -> list[str]:
         """The project ids as last looked at (no look of its own: any thread may ask)."""
         return sorted({entry.row.prices.project_id for entry in self._known.values()})

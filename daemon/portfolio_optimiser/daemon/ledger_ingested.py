@@ -1,8 +1,12 @@
 """The portfolio's compact index in the ledger (``ledger.ingested``): for each ingested project's
 folder, the folder's identity when it was read (inode and mtime: a project settles by a rename
 into place, which gives its folder a new one), its content hash, and what the reference classes
-take of it. A start reads this, not every bundle; a folder whose identity moved is read again.
-Written by the processor alone (it rebuilds the classes), on the ledger's connection."""
+take of it (with its priced posts and size, which its reference candidates are found from). A
+start reads this, not every bundle; a folder whose identity moved is read again, as is one an
+earlier version indexed (its classes alone).
+And each folder's portfolio version with the digest of what it was computed from, so a look at
+the reruns computes again only the versions whose inputs moved. Written by the processor alone
+(it rebuilds the classes and looks at the reruns), on the ledger's connection."""
 
 from __future__ import annotations
 
@@ -39,13 +43,20 @@ class LedgerIngested:
         )
         for folder, seen, content, project_id, category, prices in rows:
             try:
+                read = json.loads(prices)
                 classes = tuple(
-                    (str(a), str(u), float(p), str(s)) for a, u, p, s in json.loads(prices)
+                    (str(a), str(u), float(p), str(s)) for a, u, p, s in read["classes"]
                 )
-            except (ValueError, TypeError):
-                continue
+                posts = tuple(
+                    (str(c), str(a), str(u), float(p), float(q)) for c, a, u, p, q in read["posts"]
+                )
+                size = float(read["size"])
+            except (ValueError, TypeError, KeyError):
+                continue  # written by an earlier version (classes alone), or damaged
             found[str(folder)] = Ingested(
-                str(seen), str(content), ProjectPrices(str(project_id), category, classes)
+                str(seen),
+                str(content),
+                ProjectPrices(str(project_id), category, classes, posts, size),
             )
         return found
 
@@ -65,11 +76,39 @@ class LedgerIngested:
                     row.content,
                     row.prices.project_id,
                     row.prices.category,
-                    json.dumps([list(c) for c in row.prices.classes]),
+                    json.dumps(
+                        {
+                            "classes": [list(c) for c in row.prices.classes],
+                            "posts": [list(p) for p in row.prices.posts],
+                            "size": row.prices.size,
+                        }
+                    ),
                 ),
             )
             for folder, row in changed
         ]
-        statements += [("DELETE FROM ingested WHERE folder = ?", (folder,)) for folder in gone]
+        for folder in gone:
+            statements.append(("DELETE FROM ingested WHERE folder = ?", (folder,)))
+            statements.append(("DELETE FROM versions WHERE folder = ?", (folder,)))
+        if statements:
+            self._db.write_all(statements)
+
+    def versions(self) -> dict[str, tuple[str, str]]:
+        """Each folder's portfolio version as last computed, and the digest of what it was
+        computed from (its content, the experts' teaching, its reference candidates)."""
+        rows = self._db.all("SELECT folder, inputs, version FROM versions")
+        return {str(folder): (str(inputs), str(version)) for folder, inputs, version in rows}
+
+    def keep_versions(self, computed: Iterable[tuple[str, str, str]]) -> None:
+        """Versions computed since: (folder, inputs, version) each, in one transaction."""
+        statements: list[tuple[str, tuple[object, ...]]] = [
+            (
+                "INSERT INTO versions (folder, inputs, version) VALUES (?, ?, ?)"
+                " ON CONFLICT (folder) DO UPDATE SET"
+                " inputs = excluded.inputs, version = excluded.version",
+                row,
+            )
+            for row in computed
+        ]
         if statements:
             self._db.write_all(statements)

@@ -25,7 +25,7 @@ class LedgerError(UserError):
 
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
@@ -71,6 +71,11 @@ CREATE TABLE IF NOT EXISTS ingested (
     project_id TEXT NOT NULL,
     category TEXT,
     prices TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS versions (
+    folder TEXT PRIMARY KEY,
+    inputs TEXT NOT NULL,
+    version TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS project_pages (
     project_id TEXT PRIMARY KEY,

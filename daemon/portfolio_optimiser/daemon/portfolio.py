@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -32,6 +32,7 @@ from portfolio_optimiser.context.reference import (
     ReferenceClasses,
     ReferenceIndex,
 )
+from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep
 from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.local import local_candidates
 from portfolio_optimiser.pipeline.precedent import Precedents, precedents
@@ -52,33 +53,50 @@ MAX_GENERATIONS: Final = 8
 @dataclass(frozen=True)
 class Teaching:
     """What the experts' verdicts give every project's version at one moment: the approvals to
-    carry, and the precedents that gate them (taken once for a look at the whole portfolio)."""
+    carry, the precedents that gate them (taken once for a look at the whole portfolio), and the
+    projects the approvals were judged in (what an approval's saving is carried from)."""
 
     approved: list[LearnedVerdict]
     precedents: Precedents
+    sources: Mapping[str, Project]
+    digest: str
+    """Everything above that a version depends on, as one digest."""
 
     @classmethod
-    def of(cls, verdicts: VerdictStore) -> Teaching:
-        return cls(verdicts.approved(), precedents(verdicts.verdicts()))
+    def of(cls, verdicts: VerdictStore, portfolio: Portfolio) -> Teaching:
+        approved = verdicts.approved()
+        gates = precedents(verdicts.verdicts())
+        sources, contents = portfolio.sources(v.key.project_id or "" for v in approved)
+        said = [
+            repr((v.candidate_id, v.key, v.adjusted_saving_nok, v.realization_rate))
+            for v in approved
+        ]
+        h = hashlib.sha256(repr((sorted(said), gates.taught(), contents)).encode())
+        return cls(approved, gates, sources, h.hexdigest()[:16])
 
 
-def portfolio_version(
-    project: Project,
-    references: ProjectReferences,
-    teaching: Teaching,
-    portfolio: Mapping[str, Project],
-) -> str:
+def portfolio_version(project: Project, references: ProjectReferences, teaching: Teaching) -> str:
     """The candidates the portfolio adds to the project's own list — each id with its saving and
     grade, which move under a standing id — as one digest; "" when it adds none."""
     added = sorted(
         f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
-        for c in local_candidates(project, teaching.approved, references, portfolio)
+        for c in local_candidates(project, teaching.approved, references, teaching.sources)
         if not c.origin.startswith("measure-option:")
         and not (c.origin.startswith("verdict:") and teaching.precedents.of(c))  # as the run will
     )
     if not added:
         return ""
     return hashlib.sha256("\n".join(added).encode()).hexdigest()[:16]
+
+
+VERSION_INPUTS: Final = 1
+"""Bumped whenever what a version is computed from changes: every kept version is then stale."""
+
+
+def _digest(content: str, teaching: str, references: tuple[ReferenceKey, ...]) -> str:
+    """What a project's version is computed from, as one digest."""
+    said = repr((VERSION_INPUTS, content, teaching, references))
+    return hashlib.sha256(said.encode()).hexdigest()[:24]
 
 
 def run_identity(content: str, version: str) -> str:
@@ -122,6 +140,11 @@ class Portfolio:
         error leaves them to the next)."""
         self._pages: str | None = None
         """What this process last published to the pages (``ReferenceClasses.digest``)."""
+        self._sweep = ReferenceSweep()
+        self._versions: dict[str, tuple[str, str]] | None = None
+        """Each folder's version and the digest of its inputs (``ledger.ingested.versions``)."""
+        self._sources: dict[str, tuple[str, Project]] = {}
+        """The projects approvals were judged in, by folder: (content hash, IR)."""
 
     @classmethod
     def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
@@ -133,16 +156,28 @@ class Portfolio:
         read through ``ledger`` (another thread's connection) or the portfolio's own."""
         return learning_store(self.workspace, ledger or self.ledger, self.log)
 
-    def projects(self) -> dict[str, tuple[Path, str, Project]]:
-        """Every ingested project that loads: folder name → (folder, content hash, IR)."""
-        return {
-            name: (folder, content, project)
-            for name, (folder, content, _prices, project) in self.ingested.look(ir=True).items()
-            if project is not None
+    def sources(self, ids: Iterable[str]) -> tuple[dict[str, Project], list[tuple[str, str]]]:
+        """The ingested projects of these ids (of two folders, the last), read from their
+        bundles, and the (id, content hash) of each: what an approval is carried from."""
+        wanted = set(ids)
+        folders = {
+            prices.project_id: (name, content)
+            for name, (_folder, content, prices, _ir) in self.ingested.look(ir=False).items()
+            if prices.project_id in wanted
         }
+        found: dict[str, Project] = {}
+        for project_id, (name, content) in sorted(folders.items()):
+            kept = self._sources.get(name)
+            if kept is None or kept[0] != content:
+                project = self.ingested.project(name)
+                if project is None:
+                    continue
+                kept = self._sources[name] = (content, project)
+            found[project_id] = kept[1]
+        return found, sorted((pid, content) for pid, (_name, content) in folders.items())
 
-    def by_id(self) -> dict[str, Project]:
-        return {project.id: project for _f, _c, project in self.projects().values()}
+    def teaching(self, ledger: Ledger | None = None) -> Teaching:
+        return Teaching.of(self.verdicts(ledger), self)
 
     def rebuild(self) -> ReferenceIndex:
         """Publish the reference classes of every ingested project, and keep the portfolio's
@@ -183,25 +218,54 @@ class Portfolio:
         (raises ``BundleError`` for a bad one)."""
         project = load_ir_projections(bundle)
         snapshot = self.references().assess(project)
-        version = portfolio_version(project, snapshot, Teaching.of(self.verdicts()), self.by_id())
+        version = portfolio_version(project, snapshot, self.teaching())
         return run_identity(content, version), snapshot
 
     def due(self, ledger: Ledger) -> list[Due]:
-        """Ingested projects whose identity now is not their latest run's, by folder name."""
-        references, teaching = self.references(), Teaching.of(self.verdicts())
-        ingested = self.projects()
-        by_id = {project.id: project for _f, _c, project in ingested.values()}
+        """Ingested projects whose identity now is not their latest run's, by folder name.
+
+        A project's version is computed again only when what it is computed from moved: its
+        content, the experts' teaching, or its reference candidates — found for every project
+        at once from the compact index (``ReferenceSweep``). Only a project whose inputs moved,
+        or that the sweep cannot tell, is read from its bundle."""
+        references, teaching = self.references(), self.teaching(ledger)
+        looked = self.ingested.look(ir=False)
+        keys = self._sweep.keys(
+            references.fit, {name: prices for name, (_f, _c, prices, _ir) in looked.items()}
+        )
+        if self._versions is None:
+            self._versions = ledger.ingested.versions()
         latest = {
             project_id: run_id for project_id, run_id, _folder in ledger.records.project_runs()
         }
+        computed: list[tuple[str, str, str]] = []
         due = []
-        for folder, content, project in ingested.values():
-            snapshot = references.assess(project)
-            version = portfolio_version(project, snapshot, teaching, by_id)
-            standing = self._standing(ledger, project.id, run_identity(content, version), latest)
-            if standing is not None:
-                identity, restore = standing
-                due.append(Due(folder, identity, snapshot, restore))
+        for name, (folder, content, prices, _ir) in looked.items():
+            key = keys.get(name)
+            inputs = _digest(content, teaching.digest, key) if key is not None else None
+            kept = self._versions.get(name)
+            project = snapshot = None
+            if inputs is not None and kept is not None and kept[0] == inputs:
+                version = kept[1]
+            else:
+                project = self.ingested.project(name)
+                if project is None:
+                    continue
+                snapshot = references.assess(project)
+                version = portfolio_version(project, snapshot, teaching)
+                if inputs is not None:
+                    computed.append((name, inputs, version))
+            identity = run_identity(content, version)
+            standing = self._standing(ledger, prices.project_id, identity, latest)
+            if standing is None:
+                continue
+            project = project or self.ingested.project(name)
+            if project is None:
+                continue
+            snapshot = snapshot or references.assess(project)
+            due.append(Due(folder, standing[0], snapshot, standing[1]))
+        ledger.ingested.keep_versions(computed)
+        self._versions.update((name, (inputs, version)) for name, inputs, version in computed)
         return due
 
     def _standing(

@@ -96,15 +96,17 @@ class RunInputs:
         bundle: Path | None = None,
         charge: Callable[[int], None] | None = None,
     ) -> RunInputs:
+        verdicts = learning_store(workspace, ledger, log)
+        approved = verdicts.approved()
         return cls(
             config=config,
             admission=admission_for(
                 config, now=now, environ=environ, clock=lambda: datetime.now(UTC)
             ),
             spent_tokens=read_spend(workspace.spend_file).spent_tokens,
-            verdicts=learning_store(workspace, ledger, log),
+            verdicts=verdicts,
             references=references,
-            portfolio=portfolio.by_id(),
+            portfolio=portfolio.sources(v.key.project_id or "" for v in approved)[0],
             reasoning_store=reasoning_store,
             client_factory=client_factory,
             log=log,

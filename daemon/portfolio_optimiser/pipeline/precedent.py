@@ -54,6 +54,14 @@ class Precedents:
             f"{len(found)} times ({said})"
         )
 
+    def taught(self) -> list[tuple[list[str], str]]:
+        """The measures experts rejected often enough to gate them: (codes, type) each, sorted."""
+        return sorted(
+            (sorted(codes), measure_type)
+            for (codes, measure_type), found in self._rejected.items()
+            if len(found) >= REJECTIONS_TO_TEACH
+        )
+
 
 def precedents(verdicts: Iterable[Any]) -> Precedents:
     """Group the rejected verdicts (one per candidate) by what they rejected, oldest first."""

@@ -1,0 +1,74 @@
+"""The reference candidates of every project at once (``ReferenceSweep``) are the ones each
+project's own snapshot gives (``reference_candidates`` of ``ReferenceIndex.assess``), and a
+project the sweep cannot tell from its compact prices is left to its IR (None)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.reference import (
+    ProjectPrices,
+    ReferenceClasses,
+    ReferenceRule,
+    reference_candidates,
+)
+from portfolio_optimiser.context.reference_sweep import ReferenceSweep
+from tests.synthetic_ns3451 import generate_ns3451
+
+
+def _projects(tmp_path: Path, seed: int, n: int, parts: int) -> list[Project]:
+    portfolio = generate_ns3451(seed, n, parts=parts)
+    return [load_ir_projections(p.write(tmp_path / p.project_id)) for p in portfolio.projects]
+
+
+def _expected(project: Project, classes: ReferenceClasses) -> tuple[tuple[str, str, str, int], ...]:
+    snapshot = classes.index().assess(project)
+    return tuple(
+        (c.affected_codes[0], c.unit or "", c.grade or "", c.claimed_saving_nok)
+        for c in reference_candidates(project, snapshot)
+    )
+
+
+@pytest.mark.parametrize(
+    ("seed", "parts", "rule"),
+    [
+        (3, 1, ReferenceRule()),
+        (5, 3, ReferenceRule()),
+        (7, 1, ReferenceRule(min_saving_nok=0, min_share=0, possible_threshold=1.0)),
+        (11, 3, ReferenceRule(min_comparables=2, min_excess=0.0, possible_threshold=0.5)),
+    ],
+)
+def test_the_sweep_finds_each_projects_own_reference_candidates(
+    tmp_path: Path, seed: int, parts: int, rule: ReferenceRule
+) -> None:
+    projects = _projects(tmp_path, seed, 40, parts)
+    prices = {f"{p.id}-folder": ProjectPrices.of(p) for p in projects}
+    classes = ReferenceClasses(rule)
+    classes.update(prices)
+    keys = ReferenceSweep().keys(classes.index().fit, prices)
+    found = 0
+    for project in projects:
+        assert keys[f"{project.id}-folder"] == _expected(project, classes), project.id
+        found += len(keys[f"{project.id}-folder"] or ())
+    assert found > 0  # the planted overpricing is found
+
+
+def test_a_project_the_index_does_not_hold_as_its_own_is_left_to_its_ir(tmp_path: Path) -> None:
+    projects = _projects(tmp_path, 3, 12, 1)
+    prices = {p.id: ProjectPrices.of(p) for p in projects}
+    twice = projects[0]
+    prices["second-folder"] = prices[twice.id]  # one project id in two folders
+    classes = ReferenceClasses(ReferenceRule())
+    classes.update(prices)
+    changed = projects[1]
+    moved = tuple((a, u, price * 1.5, s) for a, u, price, s in prices[changed.id].classes)
+    looked = dict(prices) | {changed.id: dataclasses.replace(prices[changed.id], classes=moved)}
+    keys = ReferenceSweep().keys(classes.index().fit, looked)
+    assert keys[twice.id] is None and keys["second-folder"] is None
+    assert keys[changed.id] is None  # changed since the index was built
+    assert all(keys[p.id] is not None for p in projects[2:])

@@ -13,8 +13,9 @@ from typing import Final
 from portfolio_optimiser.context.fit_arrays import MAD_TO_SIGMA, MIN_LINES_FOR_LEVEL
 from portfolio_optimiser.context.fit_arrays import median_without as _median_without
 from portfolio_optimiser.context.fit_arrays import theil_sen_points as _theil_sen
+from portfolio_optimiser.context.fit_portfolio import ROUNDS, TINY, ClassKey
 from portfolio_optimiser.context.line_references import Grade, LineReference, ProjectReferences
-from portfolio_optimiser.context.price_fit import ROUNDS, TINY, ClassKey, weighted_price
+from portfolio_optimiser.context.price_fit import weighted_price
 from portfolio_optimiser.context.reference import ReferenceIndex
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from portfolio_optimiser.context.fit_arrays import MAD_TO_SIGMA, MIN_LINES_FOR_LEVEL
+from portfolio_optimiser.context.fit_arrays import MAD_TO_SIGMA, MIN_LINES_FOR_LEVEL, class_rank
 from portfolio_optimiser.context.fit_arrays import median_without as _median_without
 from portfolio_optimiser.context.fit_arrays import theil_sen_points as _theil_sen
 from portfolio_optimiser.context.fit_portfolio import ROUNDS, TINY, ClassKey
@@ -137,7 +137,10 @@ class PriceFit:
 
     def _fit_levels(self) -> None:
         for project_id, lines in self._lines.items():
-            points = [(self._loading[ln.key], ln.log_price - c) for ln, c in self._centred(lines)]
+            points = [
+                (class_rank(ln.key), self._loading[ln.key], ln.log_price - c)
+                for ln, c in self._centred(lines)
+            ]
             if len(points) >= MIN_LINES_FOR_LEVEL:
                 self._level[project_id] = _theil_sen(points)
 
@@ -165,7 +168,9 @@ class PriceFit:
         centred = self._centred(lines, indexed)
         if len(centred) < MIN_LINES_FOR_LEVEL:
             return 0.0, 0.0
-        return _theil_sen([(self._loading[ln.key], ln.log_price - c) for ln, c in centred])
+        return _theil_sen(
+            [(class_rank(ln.key), self._loading[ln.key], ln.log_price - c) for ln, c in centred]
+        )
 
     def _fit_spreads(self) -> None:
         """Each class's spread (``_Spread``), and the spread pooled over the classes."""

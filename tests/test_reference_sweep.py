@@ -72,3 +72,23 @@ def test_a_project_the_index_does_not_hold_as_its_own_is_left_to_its_ir(tmp_path
     assert keys[twice.id] is None and keys["second-folder"] is None
     assert keys[changed.id] is None  # changed since the index was built
     assert all(keys[p.id] is not None for p in projects[2:])
+
+
+def test_one_more_project_barely_moves_the_other_projects_levels(tmp_path: Path) -> None:
+    """A project's level is taken from the same lines whatever the rest of the portfolio: one
+    more project of two hundred moves another project's level as its classes' centres move, a
+    per cent or two at most (a sample of lines spread by their classes' spreads moved it by up to
+    17 %)."""
+    projects = _projects(tmp_path, 1, 201, 3)  # 65 lines each: over the lines a slope takes
+    prices = {p.id: ProjectPrices.of(p) for p in projects}
+    classes = ReferenceClasses(ReferenceRule())
+    classes.update({k: v for k, v in prices.items() if k != projects[-1].id})
+    before = classes.index()
+    classes.update(prices)
+    after = classes.index()
+    moved = [
+        abs(b.level / a.level - 1)
+        for project in projects[:-1]
+        for a, b in zip(before.assess(project).lines, after.assess(project).lines, strict=True)
+    ]
+    assert max(moved) < 0.05

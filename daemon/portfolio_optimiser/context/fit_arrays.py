@@ -15,6 +15,7 @@ one value, the robust line through one project's points, and a class's spread.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import statistics
 from bisect import bisect_left
@@ -31,6 +32,7 @@ __all__ = [
     "Groups",
     "Lines",
     "Spread",
+    "class_rank",
     "median_without",
     "theil_sen",
     "theil_sen_points",
@@ -66,24 +68,31 @@ def median_without(ordered: Sequence[float], value: float) -> float | None:
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
-def theil_sen_points(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """One project's (intercept, slope) of a robust line through ``points`` (x, y); slope 0 when the x are too
-    few or too alike to tell one."""
-    ys = [y for _x, y in points]
-    distinct = {round(x, 9) for x, _y in points}
+def class_rank(key: tuple[str, str]) -> int:
+    """A class's place in the order a project's lines are sampled in for its slope: fixed by the
+    class alone, so the lines sampled never change with the spreads of other projects' prices."""
+    digest = hashlib.sha256(f"{key[0]}\x00{key[1]}".encode()).digest()
+    return int.from_bytes(digest[:7], "big")
+
+
+def theil_sen_points(points: Sequence[tuple[int, float, float]]) -> tuple[float, float]:
+    """One project's (intercept, slope) of a robust line through its points (class rank, x, y);
+    slope 0 when the x are too few or too alike to tell one. The slope is taken from the
+    ``MAX_SLOPE_LINES`` lines first by class rank: the same lines whatever the portfolio (a sample
+    spread by x moved with every other project's prices, and the level with it)."""
+    ys = [y for _r, _x, y in points]
+    distinct = {round(x, 9) for _r, x, _y in points}
     if len(points) < SLOPE_LINES or len(distinct) < 3:
         return statistics.median(ys), 0.0
-    chosen = sorted(points)
-    step = max(1, math.ceil(len(chosen) / MAX_SLOPE_LINES))
-    sample = chosen[::step]
+    sample = sorted(points)[:MAX_SLOPE_LINES]
     slopes = [
         (y2 - y1) / (x2 - x1)
-        for i, (x1, y1) in enumerate(sample)
-        for x2, y2 in sample[i + 1 :]
-        if x2 - x1 > 1e-9
+        for i, (_r1, x1, y1) in enumerate(sample)
+        for _r2, x2, y2 in sample[i + 1 :]
+        if abs(x2 - x1) > 1e-9
     ]
     slope = statistics.median(slopes) if slopes else 0.0
-    return statistics.median(y - slope * x for x, y in points), slope
+    return statistics.median(y - slope * x for _r, x, y in points), slope
 
 
 TRUNCATE_AT: Final = 3.0
@@ -275,17 +284,18 @@ def row_median(sorted_rows: Floats, count: Ints) -> Floats:
 
 
 def theil_sen(
-    project: Ints, x: Floats, y: Floats, x_rank: Ints, n_projects: int
+    project: Ints, x: Floats, y: Floats, x_rank: Ints, rank: Ints, n_projects: int
 ) -> tuple[Floats, Floats, NDArray[np.bool_]]:
     """Each project's (intercept, slope) of a robust line through its points (``x``, ``y``), as
-    ``price_fit._theil_sen`` takes it one project at a time; and which projects have the
+    ``theil_sen_points`` takes it one project at a time; and which projects have the
     ``MIN_LINES_FOR_LEVEL`` points a level needs (the others: 0, 0). ``x_rank`` orders the
-    distinct values of ``x`` rounded to 9 places (how distinct the points' x are)."""
+    distinct values of ``x`` rounded to 9 places (how distinct the points' x are); ``rank`` is
+    each point's class rank (``class_rank``)."""
     a = np.zeros(n_projects)
     b = np.zeros(n_projects)
     counts = np.bincount(project, minlength=n_projects)
     fitted = counts >= MIN_LINES_FOR_LEVEL
-    order = np.lexsort((y, x, project))
+    order = np.lexsort((y, x, rank, project))
     start = np.r_[0, np.cumsum(counts)][:-1]
     xs, ys, ranks = x[order], y[order], x_rank[order]
     for n in np.unique(counts[fitted]):
@@ -298,16 +308,15 @@ def theil_sen(
 
 
 def _theil_sen_rows(xs: Floats, ys: Floats, ranks: Ints) -> tuple[Floats, Floats]:
-    """Rows of ``n`` points each, sorted by (x, y)."""
+    """Rows of ``n`` points each, sorted by (class rank, x, y), as ``sorted`` sorts them."""
     m, n = xs.shape
     full = np.full(m, n, dtype=np.int64)
-    distinct = 1 + (np.diff(ranks, axis=1) != 0).sum(axis=1)
+    distinct = 1 + (np.diff(np.sort(ranks, axis=1), axis=1) != 0).sum(axis=1)
     flat = (distinct < 3) | (n < SLOPE_LINES)
-    step = max(1, math.ceil(n / MAX_SLOPE_LINES))
-    sx, sy = xs[:, ::step], ys[:, ::step]
+    sx, sy = xs[:, :MAX_SLOPE_LINES], ys[:, :MAX_SLOPE_LINES]
     first, second = np.triu_indices(sx.shape[1], 1)
     dx = sx[:, second] - sx[:, first]
-    valid = dx > 1e-9
+    valid = np.abs(dx) > 1e-9
     slopes = np.where(valid, (sy[:, second] - sy[:, first]) / np.where(valid, dx, 1.0), np.inf)
     slopes.sort(axis=1)
     found = valid.sum(axis=1)

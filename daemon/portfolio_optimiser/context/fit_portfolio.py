@@ -22,6 +22,7 @@ from .fit_arrays import (
     Ints,
     Lines,
     Spread,
+    class_rank,
     theil_sen,
 )
 
@@ -79,6 +80,7 @@ class PortfolioFit:
         rounded = [round(v, 9) for v in self.loading.values()]
         ranks = {v: i for i, v in enumerate(sorted(set(rounded)))}
         self._x_rank = np.array([ranks[v] for v in rounded], dtype=np.int64)
+        self._class_rank = np.array([class_rank(key) for key in self._keys], dtype=np.int64)
         n_projects = len(lines.project_ids)
         self._a, self._b = np.zeros(n_projects), np.zeros(n_projects)
         for _round in range(ROUNDS):
@@ -132,6 +134,7 @@ class PortfolioFit:
             self._loading_of[lines.klass[known]],
             y[known],
             self._x_rank[lines.klass[known]],
+            self._class_rank[lines.klass[known]],
             len(lines.project_ids),
         )
 

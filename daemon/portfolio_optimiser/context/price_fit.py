@@ -31,7 +31,13 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .fit_arrays import MIN_LINES_FOR_LEVEL, Entries, median_without, theil_sen_points
+from .fit_arrays import (
+    MIN_LINES_FOR_LEVEL,
+    Entries,
+    class_rank,
+    median_without,
+    theil_sen_points,
+)
 from .fit_portfolio import ClassKey, FitLine, PortfolioFit
 from .line_references import Grade, LineReference, ProjectReferences
 
@@ -103,7 +109,7 @@ class PriceFit:
         if len(centred) < MIN_LINES_FOR_LEVEL:
             return 0.0, 0.0
         return theil_sen_points(
-            [(self._fit.loading[ln.key], ln.log_price - c) for ln, c in centred]
+            [(class_rank(ln.key), self._fit.loading[ln.key], ln.log_price - c) for ln, c in centred]
         )
 
     def assess(

@@ -1,22 +1,29 @@
-"""The look at the reruns (``Portfolio.due``) at scale: a project's version is computed again
-only when what it is computed from moved — its content, the experts' teaching, its reference
-candidates (found for every project at once from the compact index) — and the projects it
+"""The look at the reruns (``Portfolio.due``) at scale: a project's reference candidates are
+found for every project at once from the compact index, the own part of its version is read
+from its bundle only when its content or the experts' teaching moved, and the projects the look
 finds due are the ones a look computing every version afresh finds."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 import structlog
 
 from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
-from portfolio_optimiser.daemon.portfolio import Due, Portfolio
+from portfolio_optimiser.daemon.portfolio import Due, Portfolio, portfolio_version
+from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.workspace import Workspace
+from portfolio_optimiser.pipeline.local import local_candidates
 
+from .synthetic import generate
 from .synthetic_ns3451 import generate_ns3451
 from .test_portfolio_index import Reads
 
@@ -41,7 +48,7 @@ def _forget_versions(ws: Workspace) -> None:
 
 
 @pytest.mark.loadbearing
-def test_the_look_reads_only_projects_whose_inputs_moved_and_finds_what_afresh_finds(
+def test_the_look_reads_only_new_projects_and_finds_what_afresh_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws = Workspace.at(tmp_path / "ws", environ={})
@@ -62,8 +69,71 @@ def test_the_look_reads_only_projects_whose_inputs_moved_and_finds_what_afresh_f
         _forget_versions(ws)
         _afresh, afresh = _due(ws, ledger)
     assert due == afresh
-    assert {p.project_id for p in generated[12:]} <= read  # new: no version of theirs is known
-    assert {name for name, _identity, _restore in due} <= read  # a due project's snapshot
-    assert len(read) < 14, "every bundle was read: nothing was decided from the compact index"
     new = {p.project_id for p in generated[12:]}
+    assert read == new, "a bundle was read whose own part of its version was known"
     assert any(name not in new for name, *_ in due), "the portfolio moved under no project"
+
+
+def test_a_version_from_its_two_parts_is_the_version_of_every_candidate_at_once(
+    tmp_path: Path,
+) -> None:
+    """The version kept as its own part and its reference part is the digest of every candidate
+    the portfolio adds, as the runs recorded so far were identified by: no identity moves."""
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    for project in generate_ns3451(5, 16, parts=3).projects:
+        project.write(ws.bundles_projects / project.project_id)
+    with Ledger.open(ws.ledger_file) as ledger:
+        portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
+        index, teaching = portfolio.rebuild(), portfolio.teaching()
+        versions = 0
+        for folder in sorted(ws.bundles_projects.iterdir()):
+            project = load_ir_projections(folder)
+            snapshot = index.assess(project)
+            added = sorted(
+                f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
+                for c in local_candidates(project, teaching.approved, snapshot, teaching.sources)
+                if not c.origin.startswith("measure-option:")
+            )
+            expected = hashlib.sha256("\n".join(added).encode()).hexdigest()[:16] if added else ""
+            assert portfolio_version(project, snapshot, teaching) == expected, folder.name
+            versions += bool(expected)
+        assert versions > 0
+
+
+@pytest.mark.loadbearing
+def test_an_approval_that_carries_moves_the_versions_it_reaches_in_the_same_look(
+    tmp_path: Path,
+) -> None:
+    """The daemon's one portfolio, across a verdict: an approved kuttliste measure carried to
+    the projects that have its code changes their own part of their version, and the look
+    finds them due as a look computing every version afresh does."""
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    for project in generate(7, n_projects=10).projects:
+        project.write(ws.inbox_projects / project.project_id)
+    run_once(ws, load_config(), log=LOG, environ=ENV)
+    with Ledger.open(ws.ledger_file) as ledger:
+        processor = Processor(ws, load_config(), ledger, time.time, LOG, environ=ENV)
+        portfolio = processor.portfolio
+        assert portfolio.due(ledger) == []
+        template = next(
+            path
+            for path in sorted(ws.outbox.glob("runs/*/*/verdicts/*.json"))
+            if any(
+                e.startswith("kuttliste/")
+                for e in json.loads(path.read_text("utf-8"))["candidate"]["evidence"]
+            )
+        )
+        verdict = json.loads(template.read_text("utf-8"))
+        verdict |= {"decision": "approved", "rationale": "Carries.", "reviewer": "KE"}
+        verdict.pop("$schema", None)
+        staged = tmp_path / template.name
+        staged.write_text(json.dumps(verdict), "utf-8")
+        processor.observe(staged.rename(ws.inbox_verdicts / template.name))
+        due = _said(portfolio.due(ledger))
+        processor.close()
+        _forget_versions(ws)
+        _afresh, afresh = _due(ws, ledger)
+    assert due == afresh
+    assert len(due) > 0, "the approval reached no other project"

@@ -129,7 +129,7 @@ def _settle(ws: Workspace, ledger: Ledger) -> None:
     portfolio.rebuild()
     latest = {pid: folder for pid, _run_id, folder in ledger.records.project_runs()}
     for due in portfolio.due(ledger):
-        project_id = due.references.project_id
+        project_id = due.prices.project_id
         ledger.begin(due.identity, kind="bundle", name=due.folder.name, now=STAMP)
         ledger.mark(due.identity, "done", now=STAMP)
         folder = Path(latest[project_id])

@@ -177,8 +177,12 @@ class ReferenceIndex:
 
     def assess(self, project: Project) -> ProjectReferences:
         """Every priced line of ``project`` against the others: the snapshot a run uses."""
-        compared = [post for post in _posts(project) if post[1]]
-        return self.fit.assess(project.id, project.category, compared)
+        return self.assess_prices(ProjectPrices.of(project))
+
+    def assess_prices(self, prices: ProjectPrices) -> ProjectReferences:
+        """The same, from what the compact index keeps of the project."""
+        compared = [post for post in prices.posts if post[1]]
+        return self.fit.assess(prices.project_id, prices.category, compared)
 
     def thin(self) -> list[tuple[str, str, int]]:
         """Classes with fewer projects than a reference needs: (code, unit, projects)."""

@@ -4,8 +4,8 @@ into place, which gives its folder a new one), its content hash, and what the re
 take of it (with its priced posts and size, which its reference candidates are found from). A
 start reads this, not every bundle; a folder whose identity moved is read again, as is one an
 earlier version indexed (its classes alone).
-And each folder's portfolio version with the digest of what it was computed from, so a look at
-the reruns computes again only the versions whose inputs moved. Written by the processor alone
+And each folder's own part of its portfolio version with the digest of what it was computed
+from, so a look at the reruns reads a bundle only when that moved. Written by the processor alone
 (it rebuilds the classes and looks at the reruns), on the ledger's connection."""
 
 from __future__ import annotations
@@ -93,22 +93,30 @@ class LedgerIngested:
         if statements:
             self._db.write_all(statements)
 
-    def versions(self) -> dict[str, tuple[str, str]]:
-        """Each folder's portfolio version as last computed, and the digest of what it was
-        computed from (its content, the experts' teaching, its reference candidates)."""
-        rows = self._db.all("SELECT folder, inputs, version FROM versions")
-        return {str(folder): (str(inputs), str(version)) for folder, inputs, version in rows}
+    def versions(self) -> dict[str, tuple[str, list[str]]]:
+        """Each folder's own part of its portfolio version (what its kuttliste and the experts'
+        approvals add, ``portfolio.own_part``), with the digest of what it was computed from (its
+        content and the teaching). A row that does not read is left out: computed again."""
+        found: dict[str, tuple[str, list[str]]] = {}
+        for folder, inputs, own in self._db.all("SELECT folder, inputs, own FROM versions"):
+            try:
+                said = json.loads(own)
+            except ValueError:
+                continue
+            if isinstance(said, list) and all(isinstance(s, str) for s in said):
+                found[str(folder)] = (str(inputs), said)
+        return found
 
-    def keep_versions(self, computed: Iterable[tuple[str, str, str]]) -> None:
-        """Versions computed since: (folder, inputs, version) each, in one transaction."""
+    def keep_versions(self, computed: Iterable[tuple[str, str, list[str]]]) -> None:
+        """Own parts computed since: (folder, inputs, own part) each, in one transaction."""
         statements: list[tuple[str, tuple[object, ...]]] = [
             (
-                "INSERT INTO versions (folder, inputs, version) VALUES (?, ?, ?)"
+                "INSERT INTO versions (folder, inputs, own) VALUES (?, ?, ?)"
                 " ON CONFLICT (folder) DO UPDATE SET"
-                " inputs = excluded.inputs, version = excluded.version",
-                row,
+                " inputs = excluded.inputs, own = excluded.own",
+                (folder, inputs, json.dumps(own)),
             )
-            for row in computed
+            for folder, inputs, own in computed
         ]
         if statements:
             self._db.write_all(statements)

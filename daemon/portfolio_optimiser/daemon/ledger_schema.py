@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS ingested (
 CREATE TABLE IF NOT EXISTS versions (
     folder TEXT PRIMARY KEY,
     inputs TEXT NOT NULL,
-    version TEXT NOT NULL
+    own TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS project_pages (
     project_id TEXT PRIMARY KEY,

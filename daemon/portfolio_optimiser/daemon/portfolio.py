@@ -26,11 +26,20 @@ from typing import Any, Final
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.models import Project
+from portfolio_optimiser.context.models import (
+    REFERENCE_PRICE,
+    Candidate,
+    Project,
+    candidate_key_literal,
+    identity_literal,
+    mint_candidate_id,
+)
 from portfolio_optimiser.context.reference import (
+    ProjectPrices,
     ProjectReferences,
     ReferenceClasses,
     ReferenceIndex,
+    reference_candidates,
 )
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep
 from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
@@ -78,24 +87,57 @@ class Teaching:
 def portfolio_version(project: Project, references: ProjectReferences, teaching: Teaching) -> str:
     """The candidates the portfolio adds to the project's own list — each id with its saving and
     grade, which move under a standing id — as one digest; "" when it adds none."""
-    added = sorted(
-        f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
-        for c in local_candidates(project, teaching.approved, references, teaching.sources)
+    found = reference_candidates(project, references)
+    return _version(own_part(project, teaching), reference_part(project.id, reference_keys(found)))
+
+
+def own_part(project: Project, teaching: Teaching) -> list[str]:
+    """What the kuttliste and the experts' approvals add to the version (the reference classes
+    add the rest: ``reference_part``)."""
+    return [
+        _said(c)
+        for c in local_candidates(project, teaching.approved, None, teaching.sources)
         if not c.origin.startswith("measure-option:")
         and not (c.origin.startswith("verdict:") and teaching.precedents.of(c))  # as the run will
+    ]
+
+
+def reference_keys(found: list[Candidate]) -> tuple[ReferenceKey, ...]:
+    return tuple(
+        (c.affected_codes[0], c.unit or "", c.grade or "", int(c.claimed_saving_nok)) for c in found
     )
+
+
+def reference_part(project_id: str, keys: tuple[ReferenceKey, ...]) -> list[str]:
+    """What the reference candidates add to the version, said as a candidate of each would be."""
+    said = []
+    for code, unit, grade, saving in keys:
+        literal = candidate_key_literal(saving)
+        identity = identity_literal(REFERENCE_PRICE, literal, unit)
+        said.append(
+            f"{mint_candidate_id(project_id, (code,), REFERENCE_PRICE, identity)}\x00{literal}\x00{grade}"
+        )
+    return said
+
+
+def _said(c: Candidate) -> str:
+    return f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
+
+
+def _version(own: list[str], reference: list[str]) -> str:
+    added = sorted(own + reference)
     if not added:
         return ""
     return hashlib.sha256("\n".join(added).encode()).hexdigest()[:16]
 
 
 VERSION_INPUTS: Final = 1
-"""Bumped whenever what a version is computed from changes: every kept version is then stale."""
+"""Bumped whenever what a version's own part is computed from changes: every kept one is stale."""
 
 
-def _digest(content: str, teaching: str, references: tuple[ReferenceKey, ...]) -> str:
-    """What a project's version is computed from, as one digest."""
-    said = repr((VERSION_INPUTS, content, teaching, references))
+def _own_inputs(content: str, teaching: str) -> str:
+    """What a project's own part is computed from, as one digest."""
+    said = repr((VERSION_INPUTS, content, teaching))
     return hashlib.sha256(said.encode()).hexdigest()[:24]
 
 
@@ -113,10 +155,16 @@ class Due:
 
     folder: Path
     identity: str
-    references: ProjectReferences
-    """The snapshot its identity was computed against: the run is handed the same."""
+    prices: ProjectPrices
+    index: ReferenceIndex
+    """The classes its identity was computed against: its run is handed the same snapshot."""
     restore: bool = False
     """An earlier run of this identity stands: it is the project's latest again, run for nothing."""
+
+    def snapshot(self) -> ProjectReferences:
+        """Its lines measured as its identity measured them (taken when its rerun starts: a
+        look that finds thousands due measures none of them)."""
+        return self.index.assess_prices(self.prices)
 
 
 @dataclass
@@ -141,8 +189,11 @@ class Portfolio:
         self._pages: str | None = None
         """What this process last published to the pages (``ReferenceClasses.digest``)."""
         self._sweep = ReferenceSweep()
-        self._versions: dict[str, tuple[str, str]] | None = None
-        """Each folder's version and the digest of its inputs (``ledger.ingested.versions``)."""
+        self._own: dict[str, tuple[str, list[str]]] | None = None
+        """Each folder's own part of its version and the digest of what it was computed from
+        (``ledger.ingested.versions``)."""
+        self._memo: dict[str, tuple[str, tuple[ReferenceKey, ...], str]] = {}
+        """Each folder's version, with its own part's inputs and its reference candidates."""
         self._sources: dict[str, tuple[str, Project]] = {}
         """The projects approvals were judged in, by folder: (content hash, IR)."""
 
@@ -224,48 +275,51 @@ class Portfolio:
     def due(self, ledger: Ledger) -> list[Due]:
         """Ingested projects whose identity now is not their latest run's, by folder name.
 
-        A project's version is computed again only when what it is computed from moved: its
-        content, the experts' teaching, or its reference candidates — found for every project
-        at once from the compact index (``ReferenceSweep``). Only a project whose inputs moved,
-        or that the sweep cannot tell, is read from its bundle."""
+        A project's version has two parts. Its reference candidates are found for every project
+        at once from the compact index (``ReferenceSweep``). Its own part (the kuttliste, the
+        experts' approvals) is kept in the ledger with the digest of its content and of the
+        teaching, and computed again only when either moved. So only a project whose own part
+        moved, or that the sweep cannot tell, is read from its bundle; and a due project's lines
+        are measured when its rerun starts (``Due.snapshot``), not here."""
         references, teaching = self.references(), self.teaching(ledger)
         looked = self.ingested.look(ir=False)
         keys = self._sweep.keys(
             references.fit, {name: prices for name, (_f, _c, prices, _ir) in looked.items()}
         )
-        if self._versions is None:
-            self._versions = ledger.ingested.versions()
+        if self._own is None:
+            self._own = ledger.ingested.versions()
         latest = {
             project_id: run_id for project_id, run_id, _folder in ledger.records.project_runs()
         }
-        computed: list[tuple[str, str, str]] = []
+        computed: list[tuple[str, str, list[str]]] = []
         due = []
         for name, (folder, content, prices, _ir) in looked.items():
+            inputs = _own_inputs(content, teaching.digest)
             key = keys.get(name)
-            inputs = _digest(content, teaching.digest, key) if key is not None else None
-            kept = self._versions.get(name)
-            project = snapshot = None
-            if inputs is not None and kept is not None and kept[0] == inputs:
-                version = kept[1]
+            memo = self._memo.get(name)
+            if memo is not None and key is not None and memo[:2] == (inputs, key):
+                version = memo[2]
             else:
-                project = self.ingested.project(name)
-                if project is None:
-                    continue
-                snapshot = references.assess(project)
-                version = portfolio_version(project, snapshot, teaching)
-                if inputs is not None:
-                    computed.append((name, inputs, version))
+                project = None
+                own = self._own.get(name)
+                if own is None or own[0] != inputs:
+                    project = self.ingested.project(name)
+                    if project is None:
+                        continue
+                    own = self._own[name] = (inputs, own_part(project, teaching))
+                    computed.append((name, inputs, own[1]))
+                if key is None:  # the sweep cannot tell: the project's own snapshot does
+                    project = project or self.ingested.project(name)
+                    if project is None:
+                        continue
+                    key = reference_keys(reference_candidates(project, references.assess(project)))
+                version = _version(own[1], reference_part(prices.project_id, key))
+                self._memo[name] = (inputs, key, version)
             identity = run_identity(content, version)
             standing = self._standing(ledger, prices.project_id, identity, latest)
-            if standing is None:
-                continue
-            project = project or self.ingested.project(name)
-            if project is None:
-                continue
-            snapshot = snapshot or references.assess(project)
-            due.append(Due(folder, standing[0], snapshot, standing[1]))
+            if standing is not None:
+                due.append(Due(folder, standing[0], prices, references, standing[1]))
         ledger.ingested.keep_versions(computed)
-        self._versions.update((name, (inputs, version)) for name, inputs, version in computed)
         return due
 
     def _standing(

@@ -35,7 +35,7 @@ def run_due(desk: JobDesk, stop: Callable[[], bool]) -> tuple[list[ItemResult], 
         if due.restore:
             results.append(_restore(desk, due.folder, due.identity))
             continue
-        references = json.dumps(due.references.to_dict(), sort_keys=True)
+        references = json.dumps(due.snapshot().to_dict(), sort_keys=True)
         result = desk.run(RerunClaim(floor, due.folder, due.identity, references))
         if result.state == "waiting":  # said in `waiting`; the rest wait behind it
             break

@@ -78,8 +78,14 @@ class ReferenceSweep:
 
         return _Posts(
             prices,
-            np.array([class_id((a, u)) for _c, a, u, _p, _q in prices.posts], dtype=np.int64),
-            np.array([p for _c, _a, _u, p, _q in prices.posts], dtype=np.float64),
+            np.array(
+                [
+                    class_id(key)
+                    for key in zip(prices.posts.compared, prices.posts.units, strict=True)
+                ],
+                dtype=np.int64,
+            ),
+            np.frombuffer(prices.posts.prices, dtype=np.float64).copy(),
             np.array([class_id((a, u)) for a, u, _p, _s in prices.classes], dtype=np.int64),
             np.array([p for _a, _u, p, _s in prices.classes], dtype=np.float64),
         )

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from sys import intern
 from typing import NamedTuple
 
-from portfolio_optimiser.context.reference import ProjectPrices
+from portfolio_optimiser.context.reference import Posts, ProjectPrices
 
 from .db import Database
 
@@ -45,9 +46,10 @@ class LedgerIngested:
             try:
                 read = json.loads(prices)
                 classes = tuple(
-                    (str(a), str(u), float(p), str(s)) for a, u, p, s in read["classes"]
+                    (intern(str(a)), intern(str(u)), float(p), intern(str(s)))
+                    for a, u, p, s in read["classes"]
                 )
-                posts = tuple(
+                posts = Posts.of(
                     (str(c), str(a), str(u), float(p), float(q)) for c, a, u, p, q in read["posts"]
                 )
                 size = float(read["size"])

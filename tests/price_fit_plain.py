@@ -14,8 +14,8 @@ from portfolio_optimiser.context.fit_arrays import MAD_TO_SIGMA, MIN_LINES_FOR_L
 from portfolio_optimiser.context.fit_arrays import median_without as _median_without
 from portfolio_optimiser.context.fit_arrays import theil_sen_points as _theil_sen
 from portfolio_optimiser.context.fit_portfolio import ROUNDS, TINY, ClassKey
-from portfolio_optimiser.context.line_references import Grade, LineReference, ProjectReferences
-from portfolio_optimiser.context.price_fit import weighted_price
+from portfolio_optimiser.context.line_references import LineReference, ProjectReferences
+from portfolio_optimiser.context.price_fit import grade, weighted_price
 from portfolio_optimiser.context.reference import ReferenceIndex
 
 
@@ -283,7 +283,7 @@ class PriceFit:
                     level=round(math.exp(shift), 4),
                     spread=round(spread, 4),
                     sigmas=round(sigmas, 2),
-                    grade=self._grade(n, price, expected, sigmas),
+                    grade=grade(self.rule, n, price, expected, sigmas),
                     compared_as=compared_as,
                 )
             )
@@ -304,13 +304,3 @@ class PriceFit:
         if own is not None and (among is None or own.category == among):
             return _median_without(prices, own.price)
         return statistics.median(prices) if prices else None
-
-    def _grade(self, n: int, price: float, expected: float, sigmas: float) -> Grade | None:
-        rule = self.rule
-        if n < rule.min_comparables or price < expected * (1 + rule.min_excess):
-            return None
-        if sigmas >= rule.threshold:
-            return "likely"
-        if sigmas >= rule.possible_threshold:
-            return "possible"
-        return None

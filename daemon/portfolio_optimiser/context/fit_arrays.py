@@ -135,7 +135,6 @@ class Entries(NamedTuple):
     project: Ints
     klass: Ints
     price: Floats
-    last: Ints
     centre: Floats
     """Its class's centre without its project's line (NaN when none is left)."""
     compared: Ints
@@ -172,9 +171,7 @@ class Lines:
     in two folders): the one a project's lines are measured without."""
 
     @classmethod
-    def of(
-        cls, classes: Sequence[Sequence[tuple[str, str | None, float]]], n_classes: int
-    ) -> Lines:
+    def of(cls, classes: Sequence[Sequence[tuple[str, str | None, float]]]) -> Lines:
         """From each class's comparables: (project id, category, unit price) each."""
         projects: dict[str, int] = {}
         categories: dict[str, int] = {}

@@ -62,8 +62,7 @@ class PortfolioFit:
             [
                 [(c.project_id, c.category, c.unit_price_nok) for c in comparables]
                 for comparables in index.classes.values()
-            ],
-            n_classes,
+            ]
         )
         self._project_index = {p: i for i, p in enumerate(lines.project_ids)}
         self._category_index = {c: i for i, c in enumerate(lines.categories)}
@@ -223,7 +222,6 @@ class PortfolioFit:
             project=lines.project,
             klass=lines.klass,
             price=lines.price,
-            last=lines.last,
             centre=self._own_centre,
             compared=self._compared,
             spread=np.maximum(shrunk, max(rule.min_spread, TINY)),

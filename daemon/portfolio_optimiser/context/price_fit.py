@@ -42,9 +42,9 @@ from .fit_portfolio import ClassKey, FitLine, PortfolioFit
 from .line_references import Grade, LineReference, ProjectReferences
 
 if TYPE_CHECKING:  # reference.py builds on this module; typing only
-    from .reference import ReferenceIndex
+    from .reference import ReferenceIndex, ReferenceRule
 
-__all__ = ["PriceFit", "weighted_price"]
+__all__ = ["PriceFit", "grade", "weighted_price"]
 
 
 def weighted_price(entries: Sequence[tuple[float, float]]) -> float:
@@ -198,7 +198,7 @@ class PriceFit:
             level=round(math.exp(shift), 4),
             spread=round(spread, 4),
             sigmas=round(sigmas, 2),
-            grade=self._grade(n, price, expected, sigmas),
+            grade=grade(self.rule, n, price, expected, sigmas),
             compared_as=key[0],
         )
 
@@ -210,12 +210,15 @@ class PriceFit:
             return median_without(prices, own.price)
         return statistics.median(prices) if prices else None
 
-    def _grade(self, n: int, price: float, expected: float, sigmas: float) -> Grade | None:
-        rule = self.rule
-        if n < rule.min_comparables or price < expected * (1 + rule.min_excess):
-            return None
-        if sigmas >= rule.threshold:
-            return "likely"
-        if sigmas >= rule.possible_threshold:
-            return "possible"
+
+def grade(
+    rule: ReferenceRule, n: int, price: float, expected: float, sigmas: float
+) -> Grade | None:
+    """A line's grade: how sure it is priced above what is expected here, if it is at all."""
+    if n < rule.min_comparables or price < expected * (1 + rule.min_excess):
         return None
+    if sigmas >= rule.threshold:
+        return "likely"
+    if sigmas >= rule.possible_threshold:
+        return "possible"
+    return None

@@ -92,8 +92,9 @@ def portfolio_version(project: Project, references: ProjectReferences, teaching:
 
 
 def own_part(project: Project, teaching: Teaching) -> list[str]:
-    """What the kuttliste and the experts' approvals add to the version (the reference classes
-    add the rest: ``reference_part``)."""
+    """What the experts' approvals carry to the project, as its version counts them (the
+    kuttliste's own options are the project's content, not the portfolio's; the reference
+    classes add the rest: ``reference_part``)."""
     return [
         _said(c)
         for c in local_candidates(project, teaching.approved, None, teaching.sources)

@@ -37,12 +37,16 @@ from portfolio_optimiser.reasoning.records import (
     Evidence,
     EvidenceKind,
     ResolutionInput,
-    StoredConclusion,
-    StoredPlan,
     ValidationInput,
 )
 from portfolio_optimiser.reasoning.redaction import safe_text
-from portfolio_optimiser.reasoning.store import Refusal, Store, open_disagreements
+from portfolio_optimiser.reasoning.store import (
+    Loaded,
+    Refusal,
+    Store,
+    consultations_of,
+    open_disagreements,
+)
 
 from .ledger import Ledger
 
@@ -225,11 +229,7 @@ def _record_reasoning(
                 admission,
             )
         loaded = store.load()
-        conclusions = [
-            r
-            for r in loaded.of_kind("conclusion")
-            if isinstance(r.body, StoredConclusion) and r.body.assessment == assessment.id
-        ]
+        conclusions = loaded.citing("conclusion", assessment.id)
         if conclusions:
             store.record(
                 task,
@@ -243,11 +243,7 @@ def _record_reasoning(
             )
             return None
         completed = _completed_consultations(loaded, assessment.id)
-        disagreements = tuple(
-            r.id
-            for r in loaded.of_kind("disagreement")
-            if isinstance(r.body, DisagreementInput) and r.body.assessment == assessment.id
-        )
+        disagreements = tuple(r.id for r in loaded.citing("disagreement", assessment.id))
         conclusion = store.record(
             task,
             ConclusionInput(
@@ -278,16 +274,9 @@ def _record_reasoning(
     return None
 
 
-def _completed_consultations(loaded: Any, assessment_id: str) -> tuple[str, ...]:
-    plans = {
-        r.id
-        for r in loaded.of_kind("plan")
-        if isinstance(r.body, StoredPlan) and r.body.assessment == assessment_id
-    }
+def _completed_consultations(loaded: Loaded, assessment_id: str) -> tuple[str, ...]:
     return tuple(
         r.id
-        for r in loaded.of_kind("consultation")
-        if isinstance(r.body, ConsultationInput)
-        and r.body.plan in plans
-        and r.body.status is ConsultationStatus.COMPLETED
+        for r in consultations_of(loaded, assessment_id)
+        if isinstance(r.body, ConsultationInput) and r.body.status is ConsultationStatus.COMPLETED
     )

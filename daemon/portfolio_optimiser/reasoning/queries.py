@@ -14,16 +14,9 @@ from portfolio_optimiser.errors import UserError
 
 from .availability import AvailabilityInputs, Outcome, derive_availability
 from .catalogue import Catalogue, Presence
+from .loaded import Loaded, normalise_subject
 from .modes import ModeResolution
-from .records import (
-    AssessmentInput,
-    ConsultationInput,
-    DisagreementInput,
-    ResolutionInput,
-    StoredConclusion,
-    StoredPlan,
-    StoredRecord,
-)
+from .records import ConsultationInput, StoredRecord
 
 __all__ = [
     "Admission",
@@ -46,27 +39,6 @@ class Refusal(UserError):
 
 def refuse(sentence: str) -> Refusal:
     return Refusal(sentence)
-
-
-def normalise_subject(subject: str) -> str:
-    return " ".join(subject.split()).casefold()
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """Every readable record of the store, in order, and the files that are not readable."""
-
-    records: tuple[StoredRecord, ...] = ()
-    unreadable: tuple[tuple[str, str], ...] = ()
-
-    def by_id(self, record_id: str) -> StoredRecord | None:
-        return next((r for r in self.records if r.id == record_id), None)
-
-    def of_task(self, task: str) -> list[StoredRecord]:
-        return [r for r in self.records if r.task == task]
-
-    def of_kind(self, kind: str) -> list[StoredRecord]:
-        return [r for r in self.records if r.kind == kind]
 
 
 @dataclass(frozen=True)
@@ -114,55 +86,21 @@ def availability_now(loaded: Loaded, ctx: Admission) -> list[Any]:
 
 def standing_conclusion(loaded: Loaded, subject: str) -> StoredRecord | None:
     """The newest conclusion on this subject that no later conclusion supersedes."""
-    wanted = normalise_subject(subject)
-    superseded = {
-        r.body.supersedes
-        for r in loaded.of_kind("conclusion")
-        if isinstance(r.body, StoredConclusion) and r.body.supersedes
-    }
-    standing = None
-    for record in loaded.of_kind("conclusion"):
-        assessment = (
-            loaded.by_id(record.body.assessment)
-            if isinstance(record.body, StoredConclusion)
-            else None
-        )
-        if (
-            assessment is not None
-            and isinstance(assessment.body, AssessmentInput)
-            and normalise_subject(assessment.body.subject) == wanted
-            and record.id not in superseded
-        ):
-            standing = record
-    return standing
+    return loaded.standing_conclusion(subject)
 
 
 def consultations_of(loaded: Loaded, assessment_id: str) -> list[StoredRecord]:
-    plans = {
-        r.id
-        for r in loaded.of_kind("plan")
-        if isinstance(r.body, StoredPlan) and r.body.assessment == assessment_id
-    }
-    return [
-        r
-        for r in loaded.of_kind("consultation")
-        if isinstance(r.body, ConsultationInput) and r.body.plan in plans
-    ]
+    plans = (p.id for p in loaded.citing("plan", assessment_id))
+    return loaded.citing_any("consultation", plans)
 
 
 def resolutions_of(loaded: Loaded, disagreement_id: str) -> list[StoredRecord]:
-    return [
-        r
-        for r in loaded.of_kind("resolution")
-        if isinstance(r.body, ResolutionInput) and r.body.disagreement == disagreement_id
-    ]
+    return loaded.citing("resolution", disagreement_id)
 
 
 def open_disagreements(loaded: Loaded, assessment_id: str) -> list[StoredRecord]:
     return [
         r
-        for r in loaded.of_kind("disagreement")
-        if isinstance(r.body, DisagreementInput)
-        and r.body.assessment == assessment_id
-        and not resolutions_of(loaded, r.id)
+        for r in loaded.citing("disagreement", assessment_id)
+        if not loaded.citing("resolution", r.id)
     ]

@@ -27,6 +27,7 @@ from .queries import (
     Loaded,
     Refusal,
     availability_now,
+    consultations_of,
     history,
     normalise_subject,
     open_disagreements,
@@ -44,6 +45,7 @@ __all__ = [
     "Store",
     "admit",
     "availability_now",
+    "consultations_of",
     "history",
     "normalise_subject",
     "open_disagreements",
@@ -164,6 +166,4 @@ class Store:
             return
         names = list(self._last[0])
         insort(names, name)
-        records = list(loaded.records)
-        insort(records, record, key=lambda r: (r.recorded_at, r.task, r.seq))
-        self._last = (names, Loaded(tuple(records), loaded.unreadable))
+        self._last = (names, loaded.plus(record))

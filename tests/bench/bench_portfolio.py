@@ -33,7 +33,9 @@ grows.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -62,6 +64,7 @@ PARTS = 3
 ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
 LOG = structlog.get_logger("bench")
 STAMP = "2026-12-03T00:00:00Z"
+_CANDIDATE_ID = re.compile(r"\bc-[0-9a-f]{16}\b")
 TARGETS = {"start": 5.0, "one_more": 1.0, "verdict": 0.010, "rss_mb": 500.0}
 
 
@@ -87,7 +90,8 @@ def build(root: Path, n: int) -> Workspace:
             folder = ws.outbox / "runs" / project.project_id / run_id
             folder.mkdir(parents=True)
             (folder / "proposals.json").write_text(
-                text.replace(source, project.project_id), encoding="utf-8"
+                _own_ids(text.replace(source, project.project_id), project.project_id),
+                encoding="utf-8",
             )
             page = page_json(read_proposals(folder / "proposals.json"))
             ledger.records.record_project_run(
@@ -97,6 +101,15 @@ def build(root: Path, n: int) -> Workspace:
     portfolio.projects[n].write(root / "one-more")
     portfolio.projects[n + 1].write(root / "two-more")
     return ws
+
+
+def _own_ids(text: str, project_id: str) -> str:
+    """A copied run's candidates under ids of the project's own: an id names one project's
+    candidate, so a verdict reaches the one project that lists it (copied ids would make every
+    verdict touch a third of the portfolio)."""
+    return _CANDIDATE_ID.sub(
+        lambda m: "c-" + hashlib.sha256(f"{project_id}/{m[0]}".encode()).hexdigest()[:16], text
+    )
 
 
 def _resident_mb() -> float:

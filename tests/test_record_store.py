@@ -795,7 +795,7 @@ def test_writing_never_overwrites_even_the_same_record_at_the_same_instant(desk:
     seen: dict[str, bytes] = {}
     for _ in range(10):
         desk.store.record(TASK, draft, ctx)
-        now = files_under(desk.root)
+        now = {n: b for n, b in files_under(desk.root).items() if n.endswith(".json")}
         for name, data in seen.items():
             assert now[name] == data, f"{name} changed after it was written"
         seen = now
@@ -955,7 +955,7 @@ def test_records_written_in_one_task_are_not_seen_as_another_tasks(desk: Desk) -
     desk.assess(materiality=Materiality.LOW, task="other-task")
     loaded = desk.store.load()
     assert [r.task for r in loaded.of_task(TASK)] == [TASK]
-    assert sorted(p.name for p in (desk.root / "reasoning").iterdir()) == [
+    assert sorted(p.name for p in (desk.root / "reasoning").iterdir() if p.is_dir()) == [
         "lillevik-school",
         "other-task",
     ]

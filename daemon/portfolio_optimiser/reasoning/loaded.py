@@ -130,6 +130,10 @@ class Loaded:
         ordered = sorted((*self.records, record), key=lambda r: (r.recorded_at, r.task, r.seq))
         return Loaded(tuple(ordered), self.unreadable)
 
+    def reporting(self, unreadable: tuple[tuple[str, str], ...]) -> Loaded:
+        """These records, with these files reported unreadable."""
+        return Loaded(self.records, unreadable, self._index)
+
     def by_id(self, record_id: str) -> StoredRecord | None:
         entry = self._at.by_id.get(record_id)
         return entry[1] if entry is not None and entry[0] < len(self.records) else None

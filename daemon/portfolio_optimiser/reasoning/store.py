@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
-from bisect import insort
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from .queries import (
     refuse,
     standing_conclusion,
 )
+from .reading import Reader, log_written
 from .records import KIND_PREFIX, RecordBody, StoredRecord
 from .redaction import RedactionRefused, scrub_value
 
@@ -61,47 +60,12 @@ class Store:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir / "reasoning"
-        # Records are never overwritten, so a file once parsed never needs parsing again; kept by
-        # its name under the root (``task/file``), as listed, with no path built to look it up.
-        self._parsed: dict[str, StoredRecord | str] = {}
-        self._last: tuple[list[str], Loaded] | None = None
+        self._reader = Reader(self.root)
         self._lock = threading.Lock()
 
     def load(self) -> Loaded:
-        if not self.root.is_dir():
-            return Loaded()
-        # Names as strings, listed with scandir: every load lists the folders (another process may
-        # have written), but a listing that has not changed returns the answer already built.
-        names: list[str] = []
-        with os.scandir(self.root) as tasks:
-            for task in tasks:
-                if task.is_dir(follow_symlinks=False):
-                    with os.scandir(task.path) as files:
-                        names.extend(
-                            f"{task.name}/{f.name}" for f in files if f.name.endswith(".json")
-                        )
-        names.sort()
-        if self._last is not None and names == self._last[0]:
-            return self._last[1]
-        records: list[StoredRecord] = []
-        unreadable: list[tuple[str, str]] = []
-        for name in names:
-            parsed = self._parsed.get(name)
-            if parsed is None or isinstance(parsed, str):
-                try:
-                    parsed = StoredRecord.model_validate_json((self.root / name).read_bytes())
-                except (OSError, ValueError) as exc:
-                    parsed = str(exc).splitlines()[0]
-                self._parsed[name] = parsed
-            if isinstance(parsed, str):
-                unreadable.append((name, parsed))
-            else:
-                records.append(parsed)
-        records.sort(key=lambda r: (r.recorded_at, r.task, r.seq))
-        loaded = Loaded(tuple(records), tuple(unreadable))
-        # An unreadable file may be mid-write by someone else: only a clean listing is kept.
-        self._last = (names, loaded) if not unreadable else None
-        return loaded
+        """Every record as it stands, read in proportion to what was written since the last load."""
+        return self._reader.load()
 
     def record(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
         """Admit, redact, mint and write one record. Raises :class:`Refusal`."""
@@ -155,15 +119,6 @@ class Store:
                 seq += 1
                 continue
             name = f"{task}/{path.name}"
-            self._parsed[name] = record
-            self._known(loaded, name, record)
+            log_written(self.root, name)
+            self._reader.wrote(loaded, name, record)
             return record
-
-    def _known(self, loaded: Loaded, name: str, record: StoredRecord) -> None:
-        """The load this record was admitted against, with the record in it: the next load, if
-        nobody else wrote meanwhile, finds its listing unchanged and parses nothing again."""
-        if self._last is None or self._last[1] is not loaded:
-            return
-        names = list(self._last[0])
-        insort(names, name)
-        self._last = (names, loaded.plus(record))

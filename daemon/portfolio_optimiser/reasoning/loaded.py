@@ -40,9 +40,12 @@ def normalise_subject(subject: str) -> str:
 
 
 def _upto(entries: list[_Entry], size: int) -> list[_Entry]:
-    if not entries or entries[-1][0] < size:
-        return entries
-    return entries[: bisect_left(entries, size, key=lambda e: e[0])]
+    """The entries among a read's first ``size`` places: a copy, taken at one length, so a
+    record another thread adds meanwhile is not among them."""
+    end = len(entries)
+    if end and entries[end - 1][0] >= size:
+        end = bisect_left(entries, size, hi=end, key=lambda e: e[0])
+    return entries[:end]
 
 
 class _Index:

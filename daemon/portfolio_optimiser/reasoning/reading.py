@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,13 +57,19 @@ class Reader:
         self._parsed: dict[str, StoredRecord] = {}
         self._failed: dict[str, str] = {}
         """Files that did not parse, by name, with why: read again at every load."""
-        self._names: frozenset[str] = frozenset()
+        self._names: set[str] = set()
         self._loaded: Loaded | None = None
         self._log: tuple[int, int] = (0, 0)
         """The log's (inode, bytes read): inode 0 while there is none."""
         self._listed_at = float("-inf")
+        # Runs read from threads of their own (a record is written off the event loop).
+        self._lock = threading.Lock()
 
     def load(self) -> Loaded:
+        with self._lock:
+            return self._load()
+
+    def _load(self) -> Loaded:
         if not self.root.is_dir():
             return Loaded()
         now = self._clock()
@@ -79,17 +86,18 @@ class Reader:
             record = self._parse(name)
             if record is not None:
                 loaded = loaded.plus(record)
-        self._names = self._names | set(fresh)
+        self._names.update(fresh)
         self._loaded = loaded.reporting(self._unreadable())
         return self._loaded
 
     def wrote(self, loaded: Loaded, name: str, record: StoredRecord) -> None:
         """The writer's own record, admitted against ``loaded``: it joins that read, so the next
         load (if nobody else wrote meanwhile) parses nothing."""
-        self._parsed[name] = record
-        if loaded is self._loaded:
-            self._names = self._names | {name}
-            self._loaded = loaded.plus(record)
+        with self._lock:
+            self._parsed[name] = record
+            if loaded is self._loaded:
+                self._names.add(name)
+                self._loaded = loaded.plus(record)
 
     # -- the two ways of reading -----------------------------------------------------------------
 
@@ -103,7 +111,7 @@ class Reader:
                         names.extend(
                             f"{task.name}/{f.name}" for f in files if f.name.endswith(".json")
                         )
-        listed = frozenset(names)
+        listed = set(names)
         if self._loaded is not None and listed == self._names and not self._failed:
             self._listed_at = now
             return self._loaded

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from portfolio_optimiser.reasoning import store as store_module
 from portfolio_optimiser.reasoning.availability import AdvisorStatus, ConsultationStatus
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
+from portfolio_optimiser.reasoning.commit import NameTaken, SystemDisk
 from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
 from portfolio_optimiser.reasoning.policy import LOCAL_REVIEW, Materiality, PlanOutcome
 from portfolio_optimiser.reasoning.records import (
@@ -804,29 +804,29 @@ def test_writing_never_overwrites_even_the_same_record_at_the_same_instant(desk:
 
 
 @pytest.mark.loadbearing
-def test_a_name_taken_between_counting_and_writing_is_not_overwritten(
-    desk: Desk, monkeypatch: pytest.MonkeyPatch
+def test_a_name_taken_before_the_commit_is_not_overwritten_and_the_commit_says_so(
+    desk: Desk,
 ) -> None:
     first = desk.assess(materiality=Materiality.LOW)
-    real = store_module.publish_atomic
-    calls: list[tuple[Path, bool]] = []
     squatter = b"another writer got here first\n"
 
-    def racing(path: Path, data: bytes, *, exclusive: bool = False, **kw: Any) -> None:
-        calls.append((path, exclusive))
-        if len(calls) == 1:  # a concurrent writer takes the next name just before we publish
-            path.write_bytes(squatter)
-        real(path, data, exclusive=exclusive, **kw)
+    class Squatted(SystemDisk):
+        """A second process breaks the one-writer rule as soon as the record is staged."""
 
-    monkeypatch.setattr(store_module, "publish_atomic", racing)
-    second = desk.assess(subject="Cheaper facade panels", materiality=Materiality.LOW)
-    taken = calls[0][0]
-    assert all(exclusive for _, exclusive in calls)
-    assert taken.name.startswith("0002-")
-    assert taken.read_bytes() == squatter, "the other writer's file is untouched"
-    assert second.seq == 3
+        def stage(self, path: Path, data: bytes) -> Path:
+            tmp = super().stage(path, data)
+            path.write_bytes(squatter)
+            return tmp
+
+    store = Store(desk.root, disk=Squatted())
+    draft = AssessmentInput(subject="Cheaper facade panels", materiality=Materiality.LOW)
+    staged = store.record(TASK, draft, desk.ctx(), durable=False)
     folder = desk.root / "reasoning" / TASK
-    assert (folder / f"0003-{second.id}.json").is_file()
+    taken = folder / f"{staged.seq:04d}-{staged.id}.json"
+    with pytest.raises(NameTaken) as caught:
+        store.commit()  # the commit in the background may have met it first: this one says so
+    assert str(caught.value).startswith(f"{taken}: another writer published a different record")
+    assert taken.read_bytes() == squatter, "the other writer's file is untouched"
     assert (folder / f"0001-{first.id}.json").is_file()
     assert not [p for p in folder.iterdir() if p.name.startswith(".")], "no temporary left behind"
 

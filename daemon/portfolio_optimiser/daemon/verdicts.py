@@ -227,6 +227,7 @@ def _record_reasoning(
                     evidence=evidence,
                 ),
                 admission,
+                durable=False,
             )
         loaded = store.load()
         conclusions = loaded.citing("conclusion", assessment.id)
@@ -240,6 +241,7 @@ def _record_reasoning(
                     evidence=evidence,
                 ),
                 admission,
+                durable=False,
             )
             return None
         completed = _completed_consultations(loaded, assessment.id)
@@ -256,6 +258,7 @@ def _record_reasoning(
                 validation_plan=("the realised saving, measured against the baseline",),
             ),
             admission,
+            durable=False,
         )
         store.record(
             task,
@@ -266,11 +269,14 @@ def _record_reasoning(
                 evidence=evidence,
             ),
             admission,
+            durable=False,
         )
     except Refusal as exc:
         # The verdict itself is durable in the ledger and the wiki; a record the writer refuses
         # (for instance a conclusion a later one already supersedes) must not lose it. Said, not hidden.
         return str(exc)
+    finally:
+        store.commit()  # the verdict's records, one flush, before the ledger says it was read
     return None
 
 

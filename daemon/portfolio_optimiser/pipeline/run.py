@@ -122,6 +122,7 @@ async def run_project(
         stop = "timeout"
     finally:
         await run.close_clients()
+        await run.commit()
     if not run.prompts:
         # The prompt a proposer would have seen is kept when no model was asked: it is the proof
         # that the fold (and only the fold) carries what experts taught.

@@ -173,11 +173,17 @@ class RunState:
     """The ingested projects by id: the size an approval elsewhere was judged at."""
 
     def record(self, draft: Any) -> StoredRecord:
-        return self.reasoning.store.record(self.task, draft, self.reasoning.ctx)
+        """Staged: durable with the batch the store commits next, and at the latest when the run
+        ends (``commit``), before anything it publishes cites it."""
+        return self.reasoning.store.record(self.task, draft, self.reasoning.ctx, durable=False)
 
     async def arecord(self, draft: Any) -> StoredRecord:
-        # Off the event loop: a record is fsync'd twice, and concurrent runs should not wait on it.
+        # Off the event loop: admission reads the store, and concurrent runs take turns at it.
         return await asyncio.to_thread(self.record, draft)
+
+    async def commit(self) -> None:
+        """The run's records, durable: one flush for what the background has not committed."""
+        await asyncio.to_thread(self.reasoning.store.commit)
 
     async def close_clients(self) -> None:
         """Close the SDK clients this run opened: a daemon runs for months, sockets must not pile up."""

@@ -49,8 +49,17 @@ def _order(record: StoredRecord) -> tuple[object, ...]:
 class Reader:
     """One process's view of the store, brought up to date by each ``load``."""
 
-    def __init__(self, root: Path, *, clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        staged: Callable[[], set[str]] = set,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.root = root
+        self._staged = staged
+        """The names this process's writer staged and has not published yet: a listing does not
+        find them, but this view holds them."""
         self._clock = clock or (lambda: time.monotonic())
         # Records are never overwritten, so a file once parsed never needs parsing again; kept by
         # its name under the root (``task/file``).
@@ -111,7 +120,7 @@ class Reader:
                         names.extend(
                             f"{task.name}/{f.name}" for f in files if f.name.endswith(".json")
                         )
-        listed = set(names)
+        listed = set(names) | self._staged()
         if self._loaded is not None and listed == self._names and not self._failed:
             self._listed_at = now
             return self._loaded

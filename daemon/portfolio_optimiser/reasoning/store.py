@@ -9,17 +9,18 @@ never changed. A later correction is a new record (``supersedes``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from portfolio_optimiser._atomic import publish_atomic
-
 from .admission import admit, parse_input
+from .commit import Disk, Staging
 from .queries import (
     Admission,
     Loaded,
@@ -53,24 +54,66 @@ __all__ = [
 ]
 
 _RECORD_BODY: TypeAdapter[Any] = TypeAdapter(RecordBody)
+_COMMITTER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="record-commit")
+"""One thread commits every store's batches, off the threads that stage them."""
 
 
 class Store:
     """The record store of one state directory. The only code that writes reasoning records."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, disk: Disk | None = None) -> None:
         self.root = state_dir / "reasoning"
-        self._reader = Reader(self.root)
+        self._staging = Staging(self.root, disk)
+        self._reader = Reader(self.root, staged=self._staging.names)
         self._lock = threading.Lock()
+        self._soon = threading.Lock()
+        self._commit_queued = False
 
     def load(self) -> Loaded:
         """Every record as it stands, read in proportion to what was written since the last load."""
         return self._reader.load()
 
-    def record(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
-        """Admit, redact, mint and write one record. Raises :class:`Refusal`."""
+    def record(
+        self, task: str, draft: Any, ctx: Admission, *, durable: bool = True
+    ) -> StoredRecord:
+        """Admit, redact, mint and write one record. Raises :class:`Refusal`.
+
+        ``durable``: returned once on disk. Without it the record is staged (this store reads it
+        at once; other processes once committed) and committed soon, with whatever else is
+        staged then: the caller calls :meth:`commit` before anything it publishes cites it.
+        """
         with self._lock:  # one writer: concurrent runs of one process take turns
-            return self._record(task, draft, ctx)
+            record = self._record(task, draft, ctx)
+        if durable:
+            self.commit()
+        else:
+            self._commit_soon()
+        return record
+
+    def commit(self) -> None:
+        """Every record staged so far, durable and readable by other processes: one flush for
+        the batch. Raises :class:`NameTaken` if another writer broke the one-writer rule."""
+        self._publish(report=True)
+
+    def _publish(self, *, report: bool) -> None:
+        for path in self._staging.commit(report=report):
+            log_written(self.root, f"{path.parent.name}/{path.name}")
+
+    def _commit_soon(self) -> None:
+        """A commit off the caller's path: records staged meanwhile join the same batch."""
+        with self._soon:
+            if self._commit_queued:
+                return
+            self._commit_queued = True
+        _COMMITTER.submit(self._background_commit)
+
+    def _background_commit(self) -> None:
+        with self._soon:
+            self._commit_queued = False
+        # A batch the disk refused stays staged: the caller's own commit, before it publishes
+        # anything, tries it again and raises what it meets, where there is someone to tell.
+        with contextlib.suppress(OSError):
+            self._publish(report=False)
 
     def _record(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
         loaded = self.load()
@@ -89,36 +132,23 @@ class Store:
                 f"`{where}` of the {body.kind} is empty once control characters are removed; write text"
             ) from None
         folder = self.root / task
-        taken = (
-            [int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]-*.json")]
-            if folder.is_dir()
-            else []
-        )
+        taken = self._staging.seqs(folder)
+        if folder.is_dir():
+            taken.update(int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]-*.json"))
         seq = max(taken, default=0) + 1
         now = ctx.current()
-        while True:
-            digest = hashlib.sha256(
-                json.dumps([task, seq, now.isoformat(), clean], sort_keys=True).encode()
-            ).hexdigest()
-            record = StoredRecord(
-                id=f"{KIND_PREFIX[body.kind]}-{digest[:10]}",
-                task=task,
-                seq=seq,
-                recorded_at=now,
-                redacted=tuple(sorted(kinds)),
-                body=redacted_body,
-            )
-            path = folder / f"{seq:04d}-{record.id}.json"
-            try:
-                publish_atomic(
-                    path,
-                    (record.model_dump_json(by_alias=True, indent=2) + "\n").encode(),
-                    exclusive=True,
-                )
-            except FileExistsError:
-                seq += 1
-                continue
-            name = f"{task}/{path.name}"
-            log_written(self.root, name)
-            self._reader.wrote(loaded, name, record)
-            return record
+        digest = hashlib.sha256(
+            json.dumps([task, seq, now.isoformat(), clean], sort_keys=True).encode()
+        ).hexdigest()
+        record = StoredRecord(
+            id=f"{KIND_PREFIX[body.kind]}-{digest[:10]}",
+            task=task,
+            seq=seq,
+            recorded_at=now,
+            redacted=tuple(sorted(kinds)),
+            body=redacted_body,
+        )
+        path = folder / f"{seq:04d}-{record.id}.json"
+        self._staging.stage(path, (record.model_dump_json(by_alias=True, indent=2) + "\n").encode())
+        self._reader.wrote(loaded, f"{task}/{path.name}", record)
+        return record

@@ -1,0 +1,214 @@
+"""Group commit of reasoning records (``reasoning/commit.py``): what a power cut or a kill leaves.
+
+A power cut cannot be made in a test, so the commit's file system is a model of what one keeps
+(as crash-consistency checkers model it), at its worst each way: a file's bytes are sure to
+survive only once the file system was flushed after they were written; a name may survive as
+soon as it is made (the journal commits on its own every few seconds), and is sure to once its
+folder's names, or the whole file system, were flushed. The model does each step for real too,
+and after every step asks: were the power cut now, could any record's name lead to bytes that
+are not all there? After each commit: is every record it made sure to be on disk?
+
+A kill is made for real: a process that stages records and is killed before it commits them
+leaves every record whole or absent, and those it committed all there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from portfolio_optimiser.reasoning.commit import SystemDisk
+from portfolio_optimiser.reasoning.policy import Materiality
+from portfolio_optimiser.reasoning.records import AssessmentInput, StoredRecord
+from portfolio_optimiser.reasoning.store import Store
+
+from .pipeline_helpers import CHECKER, PROPOSER, measure, proposal, session, small_bundle
+from .test_pipeline_run import approve, run
+from .test_record_store import TASK, Desk
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class PowerCut(SystemDisk):
+    """The real file system, and beside it what a power cut would leave of it."""
+
+    names: dict[Path, int] = field(default_factory=dict)
+    """Each name now, to its file (an inode number of the model's own)."""
+    data: dict[int, bytes] = field(default_factory=dict)
+    maybe_names: dict[Path, int] = field(default_factory=dict)
+    """Every name a power cut may keep: each one ever made."""
+    sure_names: dict[Path, int] = field(default_factory=dict)
+    sure_data: dict[int, bytes] = field(default_factory=dict)
+    torn: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        super().__init__()
+
+    def stage(self, path: Path, data: bytes) -> Path:
+        tmp = super().stage(path, data)
+        with self.lock:
+            inode = len(self.data) + 1
+            self.data[inode] = data
+            self.names[tmp] = self.maybe_names[tmp] = inode
+            self._cut_here("staged")
+        return tmp
+
+    def flush(self, folder: Path) -> None:
+        super().flush(folder)
+        with self.lock:
+            self.sure_data = dict(self.data)
+            self.sure_names = dict(self.names)
+            self._cut_here("flushed")
+
+    def link(self, tmp: Path, path: Path) -> None:
+        super().link(tmp, path)
+        with self.lock:
+            self.names[path] = self.maybe_names[path] = self.names[tmp]
+            self._cut_here(f"linked {path.name}")
+
+    def flush_names(self, folder: Path) -> None:
+        super().flush_names(folder)
+        with self.lock:
+            self.sure_names = {p: i for p, i in self.sure_names.items() if p.parent != folder}
+            self.sure_names |= {p: i for p, i in self.names.items() if p.parent == folder}
+            self._cut_here("names flushed")
+
+    def remove(self, tmp: Path) -> None:
+        super().remove(tmp)
+        with self.lock:
+            self.names.pop(tmp, None)
+            self._cut_here("removed")
+
+    def _cut_here(self, step: str) -> None:
+        """Were the power cut now: every record name it may keep must lead to all its bytes."""
+        for path, inode in self.maybe_names.items():
+            if path.name.startswith("."):
+                continue  # a temporary file: no reader takes it for a record
+            if self.sure_data.get(inode, b"") != self.data[inode]:
+                self.torn.append(f"after {step}: {path.name} would be torn")
+
+    def kept(self, path: Path) -> bool:
+        with self.lock:
+            inode = self.sure_names.get(path)
+            return inode is not None and self.sure_data.get(inode) == self.data[inode]
+
+
+def _draft(n: int) -> AssessmentInput:
+    return AssessmentInput(subject=f"Piles, option {n}", materiality=Materiality.LOW)
+
+
+def _path(desk: Desk, record: StoredRecord) -> Path:
+    return desk.root / "reasoning" / record.task / f"{record.seq:04d}-{record.id}.json"
+
+
+@pytest.mark.loadbearing
+def test_no_power_cut_tears_a_record_and_each_commit_leaves_its_records_on_disk(
+    tmp_path: Path,
+) -> None:
+    desk = Desk(tmp_path)
+    disk = PowerCut()
+    store = Store(tmp_path, disk=disk)
+    durable = store.record(TASK, _draft(0), desk.ctx())  # committed before it returns
+    assert disk.kept(_path(desk, durable)), "a durable record is on disk when it is returned"
+    staged = [store.record(TASK, _draft(n), desk.ctx(), durable=False) for n in range(1, 6)]
+    store.commit()
+    assert all(disk.kept(_path(desk, r)) for r in staged), "a commit leaves its batch on disk"
+    assert not disk.torn, disk.torn
+    assert Store(tmp_path).load().records == (durable, *staged)
+
+
+def test_a_batch_the_disk_refuses_stays_staged_and_is_committed_by_the_next(
+    tmp_path: Path,
+) -> None:
+    desk = Desk(tmp_path)
+
+    class Full(SystemDisk):
+        full = True
+
+        def flush(self, folder: Path) -> None:
+            if self.full:
+                raise OSError(28, "No space left on device")
+            super().flush(folder)
+
+    disk = Full()
+    store = Store(tmp_path, disk=disk)
+    staged = store.record(TASK, _draft(1), desk.ctx(), durable=False)
+    with pytest.raises(OSError, match="No space left"):
+        store.commit()
+    assert store.load().by_id(staged.id) == staged, "this store still reads it"
+    disk.full = False
+    store.commit()
+    assert Store(tmp_path).load().records == (staged,)
+
+
+KILLED = """
+import os, signal, sys
+from pathlib import Path
+from tests.test_record_store import Desk, TASK
+from tests.test_record_commit import _draft
+from portfolio_optimiser.reasoning.store import Store
+
+root = Path(sys.argv[1])
+desk = Desk(root)
+store = Store(root)
+for n in range(3):
+    store.record(TASK, _draft(n), desk.ctx())
+for n in range(3, 40):
+    store.record(TASK, _draft(n), desk.ctx(), durable=False)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.loadbearing
+def test_a_process_killed_with_records_staged_leaves_each_whole_or_absent(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED, str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    loaded = Store(tmp_path).load()
+    assert not loaded.unreadable, loaded.unreadable
+    subjects = [r.body.subject for r in loaded.records if isinstance(r.body, AssessmentInput)]
+    assert subjects[:3] == [f"Piles, option {n}" for n in range(3)], "the durable ones, all there"
+    assert subjects == [f"Piles, option {n}" for n in range(len(subjects))], "a prefix, in order"
+
+
+class BackgroundFails(PowerCut):
+    """The committer in the background meets a full disk every time; the caller's own commit
+    does not: whatever the run's records are, only its own commit can make them durable."""
+
+    def flush(self, folder: Path) -> None:
+        if threading.current_thread().name.startswith("record-commit"):
+            raise OSError(28, "No space left on device")
+        super().flush(folder)
+
+
+@pytest.mark.loadbearing
+def test_a_runs_records_are_on_disk_when_the_run_returns(tmp_path: Path) -> None:
+    disk = BackgroundFails()
+    reasoning = session(tmp_path, PROPOSER, CHECKER)
+    reasoning = type(reasoning)(Store(tmp_path / "state", disk=disk), reasoning.ctx)
+    result = run(
+        small_bundle(tmp_path / "b"),
+        reasoning,
+        {"p1": lambda m, o: proposal(measure()), "k1": approve},
+    )
+    records = reasoning.store.load().records
+    assert result.candidates and len(records) >= 5
+    state = tmp_path / "state" / "reasoning"
+    lost = [r.id for r in records if not disk.kept(state / r.task / f"{r.seq:04d}-{r.id}.json")]
+    assert not lost, f"records the run returned without making durable: {lost}"
+    assert not disk.torn, disk.torn

@@ -174,6 +174,9 @@ class PortfolioBook:
     _by_code: dict[str, _Totals] = field(default_factory=dict)
     _rows: dict[str, str] = field(default_factory=dict)
     _order: list[str] | None = None
+    _table: list[str] = field(default_factory=list)
+    """The by-project rows in the page's order: a row that changes is changed in place."""
+    _place: dict[str, int] = field(default_factory=dict)
     _open: list[tuple[Decimal, str, int]] = field(default_factory=list)
     """The open lines' ranks, in order: the largest are the first."""
     _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
@@ -221,7 +224,9 @@ class PortfolioBook:
             self._count(line, 1)
             self._where.setdefault(line.candidate.candidate_id, set()).add(project_id)
         self._row(project_id)
-        self._order, self._svg = None, None
+        self._svg = None
+        if not lines and project_id not in self._projects:
+            self._order = None  # its row leaves the page
 
     @property
     def verdicts(self) -> Mapping[str, PageVerdict]:
@@ -267,7 +272,13 @@ class PortfolioBook:
     def _row(self, project_id: str) -> None:
         totals = self._by_project.get(project_id, _Totals())
         shown = self.redactor.text(project_id, "a project id")
-        self._rows[project_id] = f"| {shown} | {totals.cells()} |"
+        row = self._rows[project_id] = f"| {shown} | {totals.cells()} |"
+        if self._order is not None:
+            place = self._place.get(project_id)
+            if place is None:
+                self._order = None  # a project new to the page: the order is taken again
+            else:
+                self._table[place] = row
 
     # -- the page --------------------------------------------------------------------------------
 
@@ -275,10 +286,13 @@ class PortfolioBook:
         """(``portfolio.md``, ``portfolio.svg``) as the book stands."""
         red, whole = self.redactor, self._whole
         if self._order is None:
-            self._order = sorted(self._projects | set(self._by_project))
-            for project_id in self._order:
+            order = sorted(self._projects | set(self._by_project))
+            for project_id in order:
                 if project_id not in self._rows:
                     self._row(project_id)
+            self._order = order
+            self._place = {project_id: i for i, project_id in enumerate(order)}
+            self._table = [self._rows[project_id] for project_id in order]
         body = [
             "# Portfolio savings",
             "",
@@ -293,7 +307,7 @@ class PortfolioBook:
             "",
             f"| project | {_HEADER}",
             "|---|---:|---:|---:|---:|---:|",
-            *(self._rows[project_id] for project_id in self._order),
+            *self._table,
             "",
             "## By cost code",
             "",

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
+import functools
 import os
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from portfolio_optimiser._atomic import fsync_dir
 from portfolio_optimiser.errors import UserError
@@ -58,13 +58,20 @@ class Disk(Protocol):
     def remove(self, tmp: Path) -> None: ...
 
 
+@functools.cache
+def _syncfs() -> Any:
+    """``syncfs`` from the C library this process already runs on (no search, no subprocess)."""
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    except OSError:
+        return None
+
+
 class SystemDisk:
     """The real file system: ``syncfs`` where the C library has it (Linux), else ``sync``."""
 
     def __init__(self) -> None:
-        name = ctypes.util.find_library("c")
-        libc = ctypes.CDLL(name, use_errno=True) if name else None
-        self._syncfs = getattr(libc, "syncfs", None)
+        self._syncfs = _syncfs()
 
     def stage(self, path: Path, data: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

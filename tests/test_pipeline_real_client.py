@@ -152,3 +152,52 @@ def test_two_server_errors_open_the_breaker_and_the_next_run_decides_locally(
     assert len(server.requests) == requests_before  # nobody asked the failing advisor
     assert third.candidates[0].plan_outcome == "decide_locally"
     assert third.candidates[0].conclusion is not None
+
+
+@pytest.mark.loadbearing
+def test_a_refused_form_is_asked_for_again_once_the_server_names_a_new_build(
+    tmp_path: Path, server: FakeLLMServer
+) -> None:
+    """llama-cpp-python refuses ``json_schema``; an upgrade may accept it. The refusal is kept
+    while the server names the build it was made under, and tried again once it names another."""
+    proposer = Advisor(
+        id="loopback-proposer",
+        name="loopback proposer",
+        adapter="openai-compatible",
+        provider="self-hosted",
+        model="fake-model",
+        local=True,
+        capabilities=("propose",),
+        options={"base_url": server.base_url, "timeout_seconds": 5},
+    )
+    server.slow_s, server.content = 0.0, proposal(measure(saving=144000, measure_type="t"))
+    server.mode, server.fingerprint = "refuses_json_schema", "b4100-aaaa"
+    reasoning = session(tmp_path, proposer)
+
+    def run(run_id: str) -> list[str]:
+        before = len(server.requests)
+        asyncio.run(
+            run_project(
+                small_bundle(tmp_path / run_id, kuttliste=False),
+                verdicts=VerdictStore(),
+                budget=budget(),
+                settings=settings(max_rounds=2),
+                reasoning=reasoning,
+                run_id=run_id,
+            )
+        )
+        return [
+            (r.body.get("response_format") or {}).get("type", "none")
+            for r in server.requests[before:]
+            if r.path.endswith("/chat/completions")
+        ]
+
+    assert run("r1") == ["json_schema", "json_object"]  # refused, stepped down
+    server.mode, server.fingerprint = "normal", "b4200-bbbb"  # upgraded
+    assert run("r2") == ["json_object"]  # the newest build it named is still the old one
+    assert run("r3") == ["json_schema"]  # it named a new build: the better form again
+    assert [c.server for c in consultations(reasoning, "loopback-proposer")] == [
+        "b4100-aaaa",
+        "b4200-bbbb",
+        "b4200-bbbb",
+    ]

@@ -463,6 +463,25 @@ def test_a_refusal_older_than_the_memory_is_asked_for_again(tmp_path: Path) -> N
     assert opened_at(at + timedelta(hours=169)) == "json_schema"
 
 
+def test_a_refusal_is_forgotten_only_when_the_server_named_another_build_since(
+    tmp_path: Path,
+) -> None:
+    schema = "output_mode=json_schema"
+
+    def said(server: str | None, *refused: str) -> Answer:
+        return Answer(stance=Stance.SUPPORTS, conclusion="ok", refused=refused, server=server)
+
+    def remembered(case: str, first: Answer, then: Answer) -> frozenset[str]:
+        run_consult(tmp_path / case, {"alpha": Fixed(first), "gamma": Fixed(answer())})
+        run_consult(tmp_path / case, {"alpha": Fixed(then), "gamma": Fixed(answer())})
+        return refused_by(Store(tmp_path / case).load().records, "alpha")
+
+    assert remembered("same", said("b1", schema), said("b1")) == {schema}
+    assert remembered("upgraded", said("b1", schema), said("b2")) == frozenset()
+    assert remembered("unnamed-since", said("b1", schema), said(None)) == {schema}
+    assert remembered("unnamed-then", said(None, schema), said("b2")) == {schema}
+
+
 def test_a_cancelled_consult_records_cancelled_consultations_and_goes_on_cancelling(
     tmp_path: Path,
 ) -> None:

@@ -79,11 +79,14 @@ class FakeLLMServer:
         content: str = DEFAULT_ANSWER,
         slow_s: float = 2.0,
         retry_after: str = "7",
+        fingerprint: str | None = None,
     ) -> None:
         self.mode: Mode = mode
         self.content = content
         self.slow_s = slow_s
         self.retry_after = retry_after
+        self.fingerprint = fingerprint
+        """The build the server says it runs (``system_fingerprint``); None says nothing."""
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
@@ -152,10 +155,14 @@ class FakeLLMServer:
 
 
 def _completion(
-    model: str, content: str, completion_tokens: int = COMPLETION_TOKENS
+    model: str,
+    content: str,
+    completion_tokens: int = COMPLETION_TOKENS,
+    fingerprint: str | None = None,
 ) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
+        **({"system_fingerprint": fingerprint} if fingerprint else {}),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
@@ -294,7 +301,7 @@ def _handler_for(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                     options = body.get("stream_options") or {}
                     self._sse(_chunks(model, content, bool(options.get("include_usage"))))
                 else:
-                    self._json(200, _completion(model, content))
+                    self._json(200, _completion(model, content, fingerprint=server.fingerprint))
 
         def _json(
             self, status: int, payload: Any, *, headers: dict[str, str] | None = None

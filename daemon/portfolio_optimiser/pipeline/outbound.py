@@ -58,6 +58,8 @@ class TermsHolder:
 
     def __init__(self, terms: Terms) -> None:
         self.terms = terms
+        self.server: str | None = None
+        """The build the server last said it runs (``system_fingerprint``)."""
 
 
 async def negotiate(
@@ -90,7 +92,7 @@ async def negotiate(
         except AdvisorError as exc:
             exc.refused, exc.output_mode = tuple(refused), mode
             raise
-        return replace(answer, refused=tuple(refused), output_mode=mode)
+        return replace(answer, refused=tuple(refused), output_mode=mode, server=holder.server)
 
 
 def _clean(text: str, withheld: set[str]) -> str:
@@ -169,6 +171,9 @@ class OutboundMiddleware(ChatMiddleware):
             self._held_to(context.result, cap)
 
     def _held_to(self, response: ChatResponse[Any], cap: int) -> ChatResponse[Any]:
+        build = (response.additional_properties or {}).get("system_fingerprint")
+        if isinstance(build, str) and build.strip():
+            self.terms.server = build.strip()[:120]
         usage: Mapping[str, Any] = response.usage_details or {}
         # A server that reports no output count is measured by what it sent.
         produced = int(usage.get("output_token_count") or 0) or estimate_tokens(response.text or "")

@@ -16,8 +16,10 @@ ladder, tried in order until the advisor accepts a form:
 ends somewhere. A refusal is remembered from the recorded consultations (their ``refused``
 field), never stored apart: the next run starts from the first form not refused within
 ``[reasoning] refusal_memory_hours`` (a week by default; an older refusal is tried again, since
-a server upgraded in the meantime may accept the better form). A configured value is used as it
-is and never walked. Pure: no I/O, no clock.
+a server upgraded in the meantime may accept the better form), and only while the server still
+names the build it was refused under (the ``system_fingerprint`` a consultation records): once
+it names another, the better form is tried again at once. A configured value is used as it is
+and never walked. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -72,14 +74,19 @@ def refused_by(
 ) -> frozenset[str]:
     """Every ``feature=value`` the advisor has refused, read from its recorded consultations —
     those recorded at ``since`` or later when given: a refusal older than the memory is asked
-    for again (the server may have been upgraded since)."""
+    for again (the server may have been upgraded since). So is one recorded under another build
+    than the newest the server named (``server``): it was upgraded."""
+    consulted = [
+        (record.recorded_at, record.body)
+        for record in records
+        if isinstance(record.body, ConsultationInput) and record.body.advisor == advisor_id
+    ]
+    newest = next((body.server for _at, body in reversed(consulted) if body.server), None)
     return frozenset(
         form
-        for record in records
-        if isinstance(record.body, ConsultationInput)
-        and record.body.advisor == advisor_id
-        and (since is None or record.recorded_at >= since)
-        for form in record.body.refused
+        for at, body in consulted
+        if (since is None or at >= since) and (newest is None or body.server in (None, newest))
+        for form in body.refused
     )
 
 

@@ -124,6 +124,9 @@ class ConsultationInput(_Frozen):
     """How structured output was asked for in the exchange that answered (see ``negotiation``)."""
     refused: tuple[str, ...] = ()
     """Request forms the advisor refused in this exchange, as ``feature=value`` (remembered)."""
+    server: str | None = Field(default=None, max_length=120)
+    """The server's own name for its build, when it says one (``system_fingerprint``): a refusal
+    recorded under another build than the advisor's newest is asked for again."""
 
 
 class Position(_Frozen):

@@ -140,6 +140,8 @@ class Answer:
     reasons: tuple[str, ...] = ()
     output_mode: str | None = None
     refused: tuple[str, ...] = ()
+    server: str | None = None
+    """The build the server said it runs (``system_fingerprint``), if it said one."""
 
 
 class Transport(Protocol):
@@ -296,6 +298,7 @@ def _consultation(
             reasons=answer.reasons,
             output_mode=answer.output_mode,
             refused=answer.refused,
+            server=answer.server,
         )
     assert error is not None
     return ConsultationInput(

@@ -15,6 +15,8 @@ and the old one kept.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import queue
 import signal
 import threading
@@ -69,6 +71,8 @@ class _Loop:
     last_rescan: float = -float("inf")
     last_ping: float = 0.0
     last_seen: tuple[Any, ...] = ()
+    trimmed: bool = False
+    """The memory the last work freed was given back (at the first idle turn after it)."""
 
     @property
     def idle(self) -> bool:
@@ -196,7 +200,7 @@ class Service:
             loop.worker = threading.Thread(
                 target=self._work, args=(processor, loop), name="processor", daemon=True
             )
-            loop.started = self.monotonic()
+            loop.started, loop.trimmed = self.monotonic(), False
             loop.worker.start()
 
     def _work(self, processor: Processor, loop: _Loop) -> None:
@@ -244,6 +248,9 @@ class Service:
         or, at the latest, the next thing due."""
         if loop.idle:
             processor.desk.close_engine(idle_only=True)  # at the first idle tick (``durable``)
+            if not loop.trimmed:
+                give_back_memory()
+                loop.trimmed = True
             # Idle: woken by the first hint, so a verdict or a folder moved in is handled in
             # milliseconds; else at the next thing due (a settling entry, a retry, a watchdog
             # ping, a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up costs CPU, and an
@@ -347,3 +354,19 @@ class Service:
             f"watching ({watcher.method}); pending={processor.pending()}{waiting} "
             f"done={counts.get('done', 0)} failed={counts.get('failed', 0)}"
         )
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return None
+
+
+def give_back_memory() -> None:
+    """The heap's free pages returned to the system: glibc keeps what a run or a start freed
+    (tens of MB after a portfolio's classes are built), and an idle daemon should hold little."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

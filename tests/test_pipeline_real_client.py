@@ -47,17 +47,23 @@ def advisors(server: FakeLLMServer) -> tuple[Advisor, Advisor]:
         local=True,
         capabilities=("propose",),
     )
-    checker = Advisor(
-        id="loopback",
-        name="loopback checker",
+    return proposer, loopback(server, "loopback", ("cost_review", "independent_reasoning"))
+
+
+def loopback(
+    server: FakeLLMServer, advisor_id: str, capabilities: tuple[str, ...], timeout_s: float = 2
+) -> Advisor:
+    """An advisor on the loopback server, through the real chat-completions client."""
+    return Advisor(
+        id=advisor_id,
+        name=f"{advisor_id} (loopback)",
         adapter="openai-compatible",
         provider="self-hosted",
         model="fake-model",
         local=True,
-        capabilities=("cost_review", "independent_reasoning"),
-        options={"base_url": server.base_url, "timeout_seconds": 2},
+        capabilities=capabilities,
+        options={"base_url": server.base_url, "timeout_seconds": timeout_s},
     )
-    return proposer, checker
 
 
 def factory_for(*savings: int) -> Any:
@@ -160,16 +166,7 @@ def test_a_refused_form_is_asked_for_again_once_the_server_names_a_new_build(
 ) -> None:
     """llama-cpp-python refuses ``json_schema``; an upgrade may accept it. The refusal is kept
     while the server names the build it was made under, and tried again once it names another."""
-    proposer = Advisor(
-        id="loopback-proposer",
-        name="loopback proposer",
-        adapter="openai-compatible",
-        provider="self-hosted",
-        model="fake-model",
-        local=True,
-        capabilities=("propose",),
-        options={"base_url": server.base_url, "timeout_seconds": 5},
-    )
+    proposer = loopback(server, "loopback-proposer", ("propose",), timeout_s=5)
     server.slow_s, server.content = 0.0, proposal(measure(saving=144000, measure_type="t"))
     server.mode, server.fingerprint = "refuses_json_schema", "b4100-aaaa"
     reasoning = session(tmp_path, proposer)

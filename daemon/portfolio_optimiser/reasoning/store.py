@@ -2,9 +2,10 @@
 
 Decides: whether a record may join the store, and what the writer computes into it. ``admit`` is
 pure (it reads what ``load`` returned and never writes); each refusal is one sentence naming the
-rule and the field. ``write`` publishes one JSON file per record under
-``<state>/reasoning/<task>/``, atomically, and refuses to overwrite: a record, once written, is
-never changed. A later correction is a new record (``supersedes``).
+rule and the field. A record is one JSON file under ``<state>/reasoning/<task>/``, staged and
+then published by a group commit (``commit.py``: one flush for a batch, whole or absent after a
+crash), never overwritten: a record, once written, is never changed. A later correction is a new
+record (``supersedes``). Reads cost what was written since the last one (``reading.py``).
 """
 
 from __future__ import annotations

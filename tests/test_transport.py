@@ -153,7 +153,9 @@ def run_consult(
             timeout=10,
         )
 
-    return asyncio.run(go())
+    records = asyncio.run(go())
+    store.commit()  # as the run that consulted does before it returns: then others read them
+    return records
 
 
 @dataclass

@@ -8,7 +8,7 @@ what they are; no document places them, so :data:`LAYERS` does, and a new one mu
 
 | rank | unit | what it is |
 |---|---|---|
-| 0 | portfolio_optimiser, _atomic, _text, errors, resources, invocation | commons: no import of the package |
+| 0 | portfolio_optimiser, _atomic, _libc, _text, errors, resources, invocation | commons: no import of the package |
 | 1 | context | bundles, the IR, the validator |
 | 2 | config, persona | top-level modules that read the context layer's types |
 | 3 | learning | verdicts, the fold, promotion |
@@ -50,7 +50,7 @@ PACKAGE = REPO / "daemon" / "portfolio_optimiser"
 ROOT: Final = "portfolio_optimiser"
 
 LAYERS: Final[tuple[tuple[str, ...], ...]] = (
-    (ROOT, "_atomic", "_text", "errors", "resources", "invocation"),
+    (ROOT, "_atomic", "_libc", "_text", "errors", "resources", "invocation"),
     ("context",),
     ("config", "persona"),
     ("learning",),

@@ -101,7 +101,7 @@ def test_a_record_another_store_wrote_is_read_from_the_log_without_a_listing(
 
 @pytest.mark.loadbearing
 def test_a_record_published_during_a_listing_is_read_at_the_next_load(
-    desk: Desk, listings: Listings, monkeypatch: pytest.MonkeyPatch
+    desk: Desk, listings: Listings
 ) -> None:
     """The log's size is taken before the listing: a record published once the folders were
     listed is read from the log next time."""

@@ -15,8 +15,6 @@ and the old one kept.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import queue
 import signal
 import threading
@@ -29,6 +27,7 @@ from types import FrameType
 from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser._libc import libc_function
 from portfolio_optimiser.config import Config, ConfigError, load_config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.environment import admission_for
@@ -356,17 +355,9 @@ class Service:
         )
 
 
-@functools.cache
-def _malloc_trim() -> Any:
-    try:
-        return getattr(ctypes.CDLL(None), "malloc_trim", None)
-    except OSError:
-        return None
-
-
 def give_back_memory() -> None:
-    """The heap's free pages returned to the system: glibc keeps what a run or a start freed
-    (tens of MB after a portfolio's classes are built), and an idle daemon should hold little."""
-    trim = _malloc_trim()
+    """The heap's free pages returned to the system: glibc keeps what a start or a run freed
+    (13 MB of the idle daemon's 128 in ``bench_daemon``), and an idle daemon should hold little."""
+    trim = libc_function("malloc_trim")
     if trim is not None:
         trim(0)

@@ -54,7 +54,8 @@ def default_cap_options(cap: int, _field: str) -> dict[str, Any]:
 
 
 class TermsHolder:
-    """The terms in force for one advisor in one run; the exchanges step them down on a refusal."""
+    """The terms in force for one advisor in one run, which the exchanges step down on a
+    refusal, and the build the server last named, which its consultations record."""
 
     def __init__(self, terms: Terms) -> None:
         self.terms = terms

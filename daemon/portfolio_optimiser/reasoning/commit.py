@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import os
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from portfolio_optimiser._atomic import fsync_dir
+from portfolio_optimiser._libc import libc_function
 from portfolio_optimiser.errors import UserError
 
 __all__ = ["Disk", "NameTaken", "Staging", "SystemDisk"]
@@ -58,20 +58,11 @@ class Disk(Protocol):
     def remove(self, tmp: Path) -> None: ...
 
 
-@functools.cache
-def _syncfs() -> Any:
-    """``syncfs`` from the C library this process already runs on (no search, no subprocess)."""
-    try:
-        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
-    except OSError:
-        return None
-
-
 class SystemDisk:
     """The real file system: ``syncfs`` where the C library has it (Linux), else ``sync``."""
 
     def __init__(self) -> None:
-        self._syncfs = _syncfs()
+        self._syncfs = libc_function("syncfs")
 
     def stage(self, path: Path, data: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)

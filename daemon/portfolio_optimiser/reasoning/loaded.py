@@ -16,11 +16,12 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Final
 
 from .records import AssessmentInput, StoredRecord
 
-__all__ = ["Loaded", "normalise_subject"]
+__all__ = ["Loaded", "normalise_subject", "order"]
 
 _CITES: Final = {
     "plan": "assessment",
@@ -37,6 +38,11 @@ _Entry = tuple[int, StoredRecord]
 
 def normalise_subject(subject: str) -> str:
     return " ".join(subject.split()).casefold()
+
+
+def order(record: StoredRecord) -> tuple[datetime, str, int]:
+    """A record's place in a store's order: when it was recorded, then its task and number."""
+    return record.recorded_at, record.task, record.seq
 
 
 def _upto(entries: list[_Entry], size: int) -> list[_Entry]:
@@ -124,13 +130,10 @@ class Loaded:
         """These records and one more: in constant time when it comes last and this is the
         newest read of the index; otherwise the lookups are built again."""
         last = self.records[-1] if self.records else None
-        key = (record.recorded_at, record.task, record.seq)
-        if self._at.length == len(self.records) and (
-            last is None or (last.recorded_at, last.task, last.seq) <= key
-        ):
+        if self._at.length == len(self.records) and (last is None or order(last) <= order(record)):
             self._at.add(record)
             return Loaded((*self.records, record), self.unreadable, self._at)
-        ordered = sorted((*self.records, record), key=lambda r: (r.recorded_at, r.task, r.seq))
+        ordered = sorted((*self.records, record), key=order)
         return Loaded(tuple(ordered), self.unreadable)
 
     def reporting(self, unreadable: tuple[tuple[str, str], ...]) -> Loaded:
@@ -149,8 +152,7 @@ class Loaded:
 
     def citing(self, kind: str, record_id: str) -> list[StoredRecord]:
         """The records of ``kind`` about ``record_id`` (a plan's consultations, …), in order."""
-        found = self._at.citing.get((kind, record_id), [])
-        return [r for _, r in _upto(found, len(self.records))]
+        return self.citing_any(kind, (record_id,))
 
     def citing_any(self, kind: str, record_ids: Iterable[str]) -> list[StoredRecord]:
         """The records of ``kind`` about any of ``record_ids``, in order."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from .loaded import Loaded
+from .loaded import Loaded, order
 from .records import StoredRecord
 
 __all__ = ["FULL_LISTING_S", "LOG_NAME", "Reader", "log_written"]
@@ -42,25 +42,14 @@ def log_written(root: Path, name: str) -> None:
         os.close(fd)
 
 
-def _order(record: StoredRecord) -> tuple[object, ...]:
-    return (record.recorded_at, record.task, record.seq)
-
-
 class Reader:
     """One process's view of the store, brought up to date by each ``load``."""
 
-    def __init__(
-        self,
-        root: Path,
-        *,
-        staged: Callable[[], set[str]] = set,
-        clock: Callable[[], float] | None = None,
-    ) -> None:
+    def __init__(self, root: Path, *, staged: Callable[[], set[str]] = set) -> None:
         self.root = root
         self._staged = staged
         """The names this process's writer staged and has not published yet: a listing does not
         find them, but this view holds them."""
-        self._clock = clock or (lambda: time.monotonic())
         # Records are never overwritten, so a file once parsed never needs parsing again; kept by
         # its name under the root (``task/file``).
         self._parsed: dict[str, StoredRecord] = {}
@@ -81,7 +70,7 @@ class Reader:
     def _load(self) -> Loaded:
         if not self.root.is_dir():
             return Loaded()
-        now = self._clock()
+        now = time.monotonic()
         if self._loaded is None or now - self._listed_at >= FULL_LISTING_S:
             return self._list(now)
         added = self._logged()
@@ -125,8 +114,7 @@ class Reader:
             self._listed_at = now
             return self._loaded
         self._failed = {}
-        records = [r for r in map(self._parse, sorted(listed)) if r is not None]
-        records.sort(key=_order)
+        records = sorted((r for r in map(self._parse, listed) if r is not None), key=order)
         self._names, self._listed_at = listed, now
         self._loaded = Loaded(tuple(records), self._unreadable())
         return self._loaded

@@ -143,11 +143,15 @@ def _settle(ws: Workspace, ledger: Ledger) -> None:
     latest = {pid: folder for pid, _run_id, folder in ledger.records.project_runs()}
     for due in portfolio.due(ledger):
         project_id = due.prices.project_id
-        ledger.begin(due.identity, kind="bundle", name=due.folder.name, now=STAMP)
-        ledger.mark(due.identity, "done", now=STAMP)
-        folder = Path(latest[project_id])
+        known = ledger.get(due.identity)
+        if due.restore and known is not None:  # a real run of this identity stands again
+            run_id = run_id_for(known.first_seen, due.identity)
+            folder = ws.outbox / "runs" / project_id / run_id
+        else:
+            ledger.begin(due.identity, kind="bundle", name=due.folder.name, now=STAMP)
+            ledger.mark(due.identity, "done", now=STAMP)
+            run_id, folder = run_id_for(STAMP, due.identity), Path(latest[project_id])
         page = page_json(read_proposals(folder / "proposals.json"))
-        run_id = run_id_for(STAMP, due.identity)
         ledger.records.record_project_run(project_id, run_id, str(folder), now=STAMP, page=page)
     assert portfolio.due(ledger) == [], "the portfolio did not settle"
 

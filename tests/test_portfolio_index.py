@@ -137,7 +137,9 @@ def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     root = tmp_path / "reference"
     root.mkdir()
     manifest = {"built_from": ["p-1", "p-2", "p-3"], "portfolio_digest": "x"}
-    (root / "23@m2.md").write_text(references._render("23", "m2", rows, manifest), "utf-8")
+    (root / "23@m2.md").write_text(
+        references._render("23", "m2", [references._row(c) for c in rows], manifest), "utf-8"
+    )
     read = read_reference_classes(root, ReferenceRule(), log=LOG)
     assert read.classes == {("23", "m2"): rows}
 
@@ -181,6 +183,9 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(seed: i
         moved = classes.update(dict(portfolio))
         afresh = _afresh(portfolio)
         assert classes.index().classes == afresh.classes
+        built_once = ReferenceClasses(ReferenceRule())
+        built_once.update(dict(portfolio))
+        assert classes.digest() == built_once.digest()  # kept, not recomputed: the same
         assert {
             k for k in set(before) | set(afresh.classes) if before.get(k) != afresh.classes.get(k)
         } <= moved

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import ROUND_FLOOR, Decimal
@@ -231,45 +232,67 @@ ClassKey = tuple[str, str]
 
 class ReferenceClasses:
     """The reference classes kept up to date one project at a time: a new, changed or removed
-    project moves only the classes it prices or priced. Each class holds its comparables in
-    project order (two folders of one project id: in folder order)."""
+    project moves only the classes it prices or priced, and costs in proportion to them. Each
+    class holds its comparables in project order (two folders of one project id: in folder
+    order)."""
 
     def __init__(self, rule: ReferenceRule) -> None:
         self.rule = rule
         self._projects: dict[str, ProjectPrices] = {}
         """By folder: two folders of one project id are two comparables, as in the index."""
-        self._members: dict[ClassKey, dict[tuple[str, str], Comparable]] = {}
+        self._order: dict[ClassKey, list[tuple[str, str]]] = {}
+        """Each class's members, (project id, folder), sorted; ``_rows`` in the same order."""
+        self._rows: dict[ClassKey, list[Comparable]] = {}
         self._classes: dict[ClassKey, tuple[Comparable, ...]] = {}
-        self._digests: dict[ClassKey, str] = {}
+        self._sums: dict[ClassKey, int] = {}
+        """Each class's members' hashes summed: its digest, kept as a member joins or leaves."""
+        self._folders = 0
+        """The (folder, project id) pairs' hashes summed."""
 
     def update(self, projects: Mapping[str, ProjectPrices]) -> set[ClassKey]:
         """The portfolio is now ``projects`` (by folder): the classes that moved."""
         changed = [
             folder
-            for folder in sorted(set(self._projects) | set(projects))
-            if self._projects.get(folder) != projects.get(folder)
+            for folder in set(self._projects) | set(projects)
+            if self._projects.get(folder) is not projects.get(folder)
+            and self._projects.get(folder) != projects.get(folder)
         ]
         moved: set[ClassKey] = set()
         for folder in changed:
-            old, new = _entries(self._projects.get(folder)), _entries(projects.get(folder))
+            before, after = self._projects.get(folder), projects.get(folder)
+            old, new = _entries(before), _entries(after)
             for key in set(old) | set(new):
                 if old.get(key) == new.get(key):
                     continue  # this class's comparable of the project is as it was
                 moved.add(key)
                 if key in old:
-                    self._members[key].pop((old[key].project_id, folder), None)
+                    self._leave(key, (old[key].project_id, folder), old[key])
                 if key in new:
-                    self._members.setdefault(key, {})[(new[key].project_id, folder)] = new[key]
+                    self._join(key, (new[key].project_id, folder), new[key])
+            for kept, sign in ((before, -1), (after, 1)):
+                if kept is not None:
+                    self._folders += sign * _member_hash(folder, kept.project_id)
         for key in moved:
-            members = self._members.get(key)
-            if members:
-                self._classes[key] = tuple(members[k] for k in sorted(members))
-                self._digests[key] = _class_digest(key, self._classes[key])
+            if self._rows.get(key):
+                self._classes[key] = tuple(self._rows[key])
             else:
-                for kept in (self._members, self._classes, self._digests):
-                    kept.pop(key, None)
+                for store in (self._order, self._rows, self._classes, self._sums):
+                    store.pop(key, None)
         self._projects = dict(projects)
         return moved
+
+    def _join(self, key: ClassKey, member: tuple[str, str], comparable: Comparable) -> None:
+        order = self._order.setdefault(key, [])
+        at = bisect_left(order, member)
+        order.insert(at, member)
+        self._rows.setdefault(key, []).insert(at, comparable)
+        self._sums[key] = self._sums.get(key, 0) + _member_hash(*comparable)
+
+    def _leave(self, key: ClassKey, member: tuple[str, str], comparable: Comparable) -> None:
+        order = self._order[key]
+        at = bisect_left(order, member)
+        del order[at], self._rows[key][at]
+        self._sums[key] -= _member_hash(*comparable)
 
     def index(self) -> ReferenceIndex:
         return ReferenceIndex({key: self._classes[key] for key in sorted(self._classes)}, self.rule)
@@ -277,14 +300,25 @@ class ReferenceClasses:
     def digest(self) -> str:
         """Every class's comparables and every project, as one digest: what the pages hold."""
         h = hashlib.sha256()
-        for key in sorted(self._digests):
-            h.update(f"{key[0]}\x00{key[1]}\x00{self._digests[key]}\n".encode())
-        for folder in sorted(self._projects):
-            h.update(f"{folder}\x00{self._projects[folder].project_id}\n".encode())
+        for key in sorted(self._sums):
+            h.update(f"{key[0]}\x00{key[1]}\x00{self.class_digest(key)}\n".encode())
+        h.update(f"{self._folders % _MODULUS:x}".encode())
         return h.hexdigest()[:16]
 
     def class_digest(self, key: ClassKey) -> str:
-        return self._digests[key]
+        """The class's comparables as one digest: the same whatever order they joined in."""
+        said = f"{key[0]}\x00{key[1]}\x00{self._sums[key] % _MODULUS:x}"
+        return hashlib.sha256(said.encode()).hexdigest()[:16]
+
+
+_MODULUS: Final = 1 << 256
+
+
+def _member_hash(*fields: object) -> int:
+    """A member's share of a digest kept as a sum (a multiset hash): a member joins or leaves in
+    constant time, where hashing the class again took a pass over its ten thousand members."""
+    digest = hashlib.sha256("\x00".join(repr(f) for f in fields).encode()).digest()
+    return int.from_bytes(digest, "big")
 
 
 def _entries(project: ProjectPrices | None) -> dict[ClassKey, Comparable]:
@@ -294,13 +328,6 @@ def _entries(project: ProjectPrices | None) -> dict[ClassKey, Comparable]:
         (compared_as, unit): Comparable(project.project_id, source, price, project.category)
         for compared_as, unit, price, source in project.classes
     }
-
-
-def _class_digest(key: ClassKey, comparables: Sequence[Comparable]) -> str:
-    h = hashlib.sha256(f"{key[0]}\x00{key[1]}\x00".encode())
-    for c in comparables:
-        h.update(f"{c.project_id}\x00{c.unit_price_nok!r}\x00{c.category}\x00".encode())
-    return h.hexdigest()[:16]
 
 
 def two_figures_down(value: float | Decimal) -> int:

@@ -11,6 +11,7 @@ it read again and drops those gone (``keep``); any other process only reads it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,14 +105,21 @@ class IngestedProjects:
     def _folders(self) -> list[tuple[Path, str]]:
         root = self.workspace.bundles_projects
         folders = []
-        for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-            if folder.name.startswith("."):
+        try:
+            with os.scandir(root) as listing:  # one stat a folder, not three: ten thousand of them
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except FileNotFoundError:
+            return []
+        for entry in entries:
+            if entry.name.startswith("."):
                 continue  # .superseded/ and other bookkeeping
             try:
-                stat = folder.stat()
+                if not entry.is_dir():
+                    continue
+                stat = entry.stat()
             except OSError:
                 continue  # gone between the listing and its look
-            folders.append((folder, f"{stat.st_ino}:{stat.st_mtime_ns}"))
+            folders.append((root / entry.name, f"{stat.st_ino}:{stat.st_mtime_ns}"))
         return folders
 
     def _entry(self, folder: Path, seen: str) -> _Known:

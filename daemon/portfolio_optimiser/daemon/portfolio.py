@@ -49,7 +49,7 @@ from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 from .ingested import IngestedProjects
 from .job import run_id_for
 from .ledger import Ledger
-from .references import publish_reference_classes, read_reference_classes
+from .references import ReferencePages, read_reference_classes
 from .runner import learning_store
 from .workspace import Workspace
 
@@ -187,8 +187,7 @@ class Portfolio:
         self._moved: set[tuple[str, str]] = set()
         """Classes moved since the pages were last published whole (a publish cut off by an
         error leaves them to the next)."""
-        self._pages: str | None = None
-        """What this process last published to the pages (``ReferenceClasses.digest``)."""
+        self._pages = ReferencePages(self.workspace.references)
         self._sweep = ReferenceSweep()
         self._own: dict[str, tuple[str, list[str]]] | None = None
         """Each folder's own part of its version and the digest of what it was computed from
@@ -239,10 +238,8 @@ class Portfolio:
         self._moved |= self._classes.update(
             {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
         )
-        self._published = publish_reference_classes(
-            self.workspace.references, self._classes, self._moved, self._pages
-        )
-        self._moved, self._pages = set(), self._classes.digest()
+        self._published = self._pages.publish(self._classes, self._moved)
+        self._moved = set()
         self._published_here = True
         return self._published
 

@@ -16,7 +16,7 @@ was last published.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -32,7 +32,7 @@ from portfolio_optimiser.context.reference import (
     ReferenceRule,
 )
 
-__all__ = ["CLASS_TYPE", "publish_reference_classes", "read_reference_classes"]
+__all__ = ["CLASS_TYPE", "ReferencePages", "read_reference_classes"]
 
 CLASS_TYPE: Final = "reference-class"
 _INDEX: Final = "index.md"
@@ -43,10 +43,25 @@ def _page_name(code: str, unit: str) -> str:
     return f"{safe}.md"
 
 
-def _render(
-    code: str, unit: str, comparables: Iterable[Comparable], manifest: dict[str, Any]
-) -> str:
-    rows = list(comparables)
+def _row(c: Comparable) -> tuple[str, str]:
+    """A comparable's two lines of its page: its frontmatter entry (JSON, which YAML reads as
+    its flow style) and its table row."""
+    entry = json.dumps(
+        {
+            "project_id": c.project_id,
+            "source": c.source,
+            "unit_price_nok": c.unit_price_nok,
+            "category": c.category,
+        },
+        ensure_ascii=False,
+    )
+    price = f"{c.unit_price_nok:,.0f}".replace(",", " ")
+    cells = f"| {c.project_id} | {c.category or ''} | {c.source} | {price} |".replace(",", " ")
+    return f"\n- {entry}", f"\n{cells}"
+
+
+def _render(code: str, unit: str, rows: list[tuple[str, str]], manifest: dict[str, Any]) -> str:
+    """A class page from its comparables' rows (``_row``), in the class's order."""
     frontmatter = {
         "type": CLASS_TYPE,
         "title": f"Reference class {code} per {unit}",
@@ -54,86 +69,87 @@ def _render(
         "unit": unit,
         "generated": True,
     }
-    # The manifest and the comparables are written as JSON, which YAML reads as its flow style:
-    # a class of ten thousand projects is dumped in milliseconds, not in seconds.
     header = (
         yaml.safe_dump(frontmatter, sort_keys=False, allow_unicode=True, width=100)
         + f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n"
         + "comparables:"
-        + "".join(
-            "\n- "
-            + json.dumps(
-                {
-                    "project_id": c.project_id,
-                    "source": c.source,
-                    "unit_price_nok": c.unit_price_nok,
-                    "category": c.category,
-                },
-                ensure_ascii=False,
-            )
-            for c in rows
-        )
+        + "".join(entry for entry, _cells in rows)
         + ("\n" if rows else " []\n")
     )
-    table = [
-        "| project | category | line | unit price (NOK) |",
-        "|---|---|---|---:|",
-        *(
-            f"| {c.project_id} | {c.category or ''} | {c.source} | {c.unit_price_nok:,.0f} |".replace(
-                ",", " "
-            )
-            for c in rows
-        ),
-    ]
     body = (
         f"# Reference class {code} per {unit}\n\nGenerated from every ingested project with a line "
         f"{code} priced per {unit}; rebuilt when the portfolio changes. Do not edit: the next "
-        "rebuild replaces this page.\n\n" + "\n".join(table)
+        "rebuild replaces this page.\n\n| project | category | line | unit price (NOK) |\n"
+        "|---|---|---|---:|" + "".join(cells for _entry, cells in rows)
     )
     return f"---\n{header}---\n\n{body}\n"
 
 
-def publish_reference_classes(
-    root: Path, classes: ReferenceClasses, moved: set[tuple[str, str]], previous: str | None
-) -> ReferenceIndex:
-    """Publish the class pages under ``root``; return the index they hold. Nothing is rendered
-    when the index page says the pages hold these classes already (a start). Else only the pages
-    of the ``moved`` classes are, while the index page says the others hold what this process
-    last published (``previous``, the digest it published); otherwise — a first publish in this
-    process, pages changed or missing — every page is."""
-    index = classes.index()
-    built = classes.digest()
-    wanted = {_page_name(code, unit): (code, unit) for code, unit in index.classes}
-    on_disk = _built(root)
-    missing = any(not (root / name).is_file() for name in wanted)
-    if on_disk == built and not missing:
-        return index
-    whole = missing or on_disk is None or on_disk != previous
-    root.mkdir(parents=True, exist_ok=True)
-    for name, key in wanted.items():
-        if whole or key in moved:
+Row = tuple[Comparable, str, str]
+"""A comparable and its two lines (``_row``)."""
+
+
+@dataclass
+class ReferencePages:
+    """The class pages under ``root``, and their one writer: it keeps each comparable's rows
+    rendered, so a class of ten thousand projects that one project moved is joined again, not
+    rendered again."""
+
+    root: Path
+    previous: str | None = None
+    """What this writer last published (``ReferenceClasses.digest``)."""
+    _rows: dict[tuple[str, str], dict[int, Row]] = field(default_factory=dict)
+    """By class, then by ``id`` of the comparable, kept alive beside its rows so the id stays
+    its own; a class's are replaced whenever its page is rendered."""
+
+    def publish(self, classes: ReferenceClasses, moved: set[tuple[str, str]]) -> ReferenceIndex:
+        """Publish the pages; return the index they hold. Nothing is rendered when the index page
+        says the pages hold these classes already (a start). Else only the pages of the ``moved``
+        classes are, while the index page says the others hold what this writer last
+        published; otherwise — a first publish, pages changed or missing — every page is, and
+        one that holds its text already is left as it is."""
+        root, index, built = self.root, classes.index(), classes.digest()
+        wanted = {_page_name(code, unit): (code, unit) for code, unit in index.classes}
+        on_disk = _built(root)
+        missing = any(not (root / name).is_file() for name in wanted)
+        if on_disk == built and not missing:
+            self.previous = built
+            return index
+        whole = missing or on_disk is None or on_disk != self.previous
+        root.mkdir(parents=True, exist_ok=True)
+        for name, key in wanted.items():
+            if not whole and key not in moved:
+                continue
             comparables = index.classes[key]
             manifest = {
                 "built_from": [c.project_id for c in comparables],
                 "class_digest": classes.class_digest(key),
             }
-            text = _render(*key, comparables, manifest)
+            before, kept = self._rows.get(key, {}), {}
+            for c in comparables:
+                found = before.get(id(c))
+                kept[id(c)] = found if found is not None and found[0] is c else (c, *_row(c))
+            self._rows[key] = kept
+            text = _render(*key, [(entry, cells) for _c, entry, cells in kept.values()], manifest)
             page = root / name
-            if not page.is_file() or page.read_text("utf-8") != text:
+            if not whole or not page.is_file() or page.read_text("utf-8") != text:
                 publish_text(page, text)
-    gone = {_page_name(*key) for key in moved if key not in index.classes}
-    for stale in sorted(root.glob("*.md")) if whole else [root / name for name in sorted(gone)]:
-        if stale.name != _INDEX and stale.name not in wanted:
-            stale.unlink(missing_ok=True)
-    listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
-    index_text = (
-        f"---\ntype: index\ntitle: Reference classes\nbuilt: {built}\n---\n\n"
-        "# Reference classes\n\nUnit prices by cost code and unit across the portfolio, "
-        "generated.\n\n" + listing + "\n"
-    )
-    # Written last: it says the pages above hold these classes.
-    publish_text(root / _INDEX, index_text)
-    return index
+        for key in set(self._rows) - set(index.classes):
+            del self._rows[key]
+        gone = {_page_name(*key) for key in moved if key not in index.classes}
+        for stale in sorted(root.glob("*.md")) if whole else [root / name for name in sorted(gone)]:
+            if stale.name != _INDEX and stale.name not in wanted:
+                stale.unlink(missing_ok=True)
+        listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
+        index_text = (
+            f"---\ntype: index\ntitle: Reference classes\nbuilt: {built}\n---\n\n"
+            "# Reference classes\n\nUnit prices by cost code and unit across the portfolio, "
+            "generated.\n\n" + listing + "\n"
+        )
+        # Written last: it says the pages above hold these classes.
+        publish_text(root / _INDEX, index_text)
+        self.previous = built
+        return index
 
 
 def _built(root: Path) -> str | None:

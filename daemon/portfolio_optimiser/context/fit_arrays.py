@@ -23,10 +23,13 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
+    from .reference import Comparable
 
 __all__ = [
     "MAD_TO_SIGMA",
@@ -35,6 +38,7 @@ __all__ = [
     "Lines",
     "Spread",
     "class_rank",
+    "dense_ranks",
     "median_without",
     "theil_sen",
     "theil_sen_points",
@@ -77,6 +81,16 @@ def class_rank(key: tuple[str, str]) -> int:
     class alone, so the lines sampled never change with the spreads of other projects' prices."""
     digest = hashlib.sha256(f"{key[0]}\x00{key[1]}".encode()).digest()
     return int.from_bytes(digest[:7], "big")
+
+
+def dense_ranks(rank: Ints, x: Floats) -> Ints:
+    """Each class's place in the order of (class rank, x): equal pairs share a place."""
+    order = np.lexsort((x, rank))
+    r, v = rank[order], x[order]
+    new = np.r_[True, (r[1:] != r[:-1]) | (v[1:] != v[:-1])] if len(order) else order
+    dense = np.empty(len(order), dtype=np.int64)
+    dense[order] = np.cumsum(new) - 1
+    return dense
 
 
 def theil_sen_points(points: Sequence[tuple[int, float, float]]) -> tuple[float, float]:
@@ -175,19 +189,26 @@ class Lines:
     in two folders): the one a project's lines are measured without."""
 
     @classmethod
-    def of(cls, classes: Sequence[Sequence[tuple[str, str | None, float]]]) -> Lines:
-        """From each class's comparables: (project id, category, unit price) each."""
+    def of(cls, classes: Sequence[Sequence[Comparable]]) -> Lines:
+        """From each class's comparables (project id, source, unit price, category), taken a
+        column at a time: ten thousand projects' lines are hundreds of thousands."""
         projects: dict[str, int] = {}
-        categories: dict[str, int] = {}
-        project, klass, category, prices = [], [], [], []
-        for index, comparables in enumerate(classes):
-            for project_id, cat, price in comparables:
-                project.append(projects.setdefault(project_id, len(projects)))
-                klass.append(index)
-                category.append(categories.setdefault(cat, len(categories)) if cat else -1)
-                prices.append(price)
+        categories: dict[str | None, int] = {None: -1}
+        project: list[int] = []
+        category: list[int] = []
+        prices: list[float] = []
+        sizes = []
+        for comparables in classes:
+            if not comparables:
+                sizes.append(0)
+                continue
+            ids, _sources, unit_prices, cats = zip(*comparables, strict=True)
+            project += [projects.setdefault(p, len(projects)) for p in ids]
+            category += [categories.setdefault(c or None, len(categories) - 1) for c in cats]
+            prices += unit_prices
+            sizes.append(len(ids))
         p = np.array(project, dtype=np.int64)
-        k = np.array(klass, dtype=np.int64)
+        k = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         pair = k * max(len(projects), 1) + p
         # A class's entries of one project are adjacent: the last of a run is the one kept.
         ends = np.flatnonzero(np.r_[pair[1:] != pair[:-1], True]) if len(pair) else pair
@@ -196,10 +217,10 @@ class Lines:
             project=p,
             klass=k,
             category=np.array(category, dtype=np.int64),
-            log_price=np.array([math.log(x) for x in prices], dtype=np.float64),
+            log_price=np.array(list(map(math.log, prices)), dtype=np.float64),
             price=np.array(prices, dtype=np.float64),
             project_ids=list(projects),
-            categories=list(categories),
+            categories=[c for c in categories if c is not None],
             last=last.astype(np.int64),
         )
 
@@ -229,7 +250,14 @@ class Groups:
     def of(cls, group: Ints, values: Floats, n_groups: int) -> Groups:
         """Entries of group -1 belong to none."""
         member = group >= 0
-        order = np.lexsort((values, np.where(member, group, n_groups)))
+        keys = np.where(member, group, n_groups)
+        if n_groups < np.iinfo(np.int16).max:
+            # By value, then by group in a stable sort of 16-bit keys (a radix sort): the
+            # order of a lexsort, but for ties, at a third of its time.
+            order = np.argsort(values)
+            order = order[np.argsort(keys.astype(np.int16)[order], kind="stable")]
+        else:
+            order = np.lexsort((values, keys))
         counts = np.bincount(group[member], minlength=n_groups)
         rank = np.empty(len(values), dtype=np.int64)
         rank[order] = np.arange(len(values))
@@ -283,12 +311,17 @@ def theil_sen(
     ``theil_sen_points`` takes it one project at a time; and which projects have the
     ``MIN_LINES_FOR_LEVEL`` points a level needs (the others: 0, 0). ``x_rank`` orders the
     distinct values of ``x`` rounded to 9 places (how distinct the points' x are); ``rank`` is
-    each point's class rank (``class_rank``)."""
+    the place of each point's (class rank, ``x``) among the classes' (``dense_ranks``): points
+    are ordered by it, then by ``y``, as ``theil_sen_points`` sorts them."""
     a = np.zeros(n_projects)
     b = np.zeros(n_projects)
     counts = np.bincount(project, minlength=n_projects)
     fitted = counts >= MIN_LINES_FOR_LEVEL
-    order = np.lexsort((y, x, rank, project))
+    # By y, then by (project, rank) in a stable sort: a lexsort's order, in half its time.
+    order = np.argsort(y)
+    order = order[
+        np.argsort((project * (int(rank.max(initial=0)) + 1) + rank)[order], kind="stable")
+    ]
     start = np.r_[0, np.cumsum(counts)][:-1]
     xs, ys, ranks = x[order], y[order], x_rank[order]
     blocks = []

@@ -23,6 +23,7 @@ from .fit_arrays import (
     Lines,
     Spread,
     class_rank,
+    dense_ranks,
     theil_sen,
 )
 
@@ -58,12 +59,7 @@ class PortfolioFit:
         self._keys = list(index.classes)
         self.key_index = {key: k for k, key in enumerate(self._keys)}
         n_classes = len(self._keys)
-        lines = self._arrays = Lines.of(
-            [
-                [(c.project_id, c.category, c.unit_price_nok) for c in comparables]
-                for comparables in index.classes.values()
-            ]
-        )
+        lines = self._arrays = Lines.of(list(index.classes.values()))
         self._project_index = {p: i for i, p in enumerate(lines.project_ids)}
         self._category_index = {c: i for i, c in enumerate(lines.categories)}
         self._cat_group = lines.by_category()
@@ -79,7 +75,9 @@ class PortfolioFit:
         rounded = [round(v, 9) for v in self.loading.values()]
         ranks = {v: i for i, v in enumerate(sorted(set(rounded)))}
         self._x_rank = np.array([ranks[v] for v in rounded], dtype=np.int64)
-        self._class_rank = np.array([class_rank(key) for key in self._keys], dtype=np.int64)
+        self._class_rank = dense_ranks(
+            np.array([class_rank(key) for key in self._keys], dtype=np.int64), self._loading_of
+        )
         n_projects = len(lines.project_ids)
         self._a, self._b = np.zeros(n_projects), np.zeros(n_projects)
         for _round in range(ROUNDS):

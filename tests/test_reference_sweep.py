@@ -5,6 +5,7 @@ project the sweep cannot tell from its compact prices is left to its IR (None)."
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,35 @@ def test_one_more_project_barely_moves_the_other_projects_levels(tmp_path: Path)
         for a, b in zip(before.assess(project).lines, after.assess(project).lines, strict=True)
     ]
     assert max(moved) < 0.05
+
+
+def test_the_sweep_agrees_on_thin_classes(tmp_path: Path) -> None:
+    """Small portfolios: classes too thin for a root mean square (the spread is a median, taken
+    one post at a time) and classes under ``min_comparables``, graded or not; the sweep's
+    candidates are each project's own."""
+    open_ = {"possible_threshold": 0.5, "min_saving_nok": 0, "min_share": 0}
+    cases = [
+        (ReferenceRule(min_comparables=2, min_excess=0.0, **open_), [(1, 3), (2, 3), (3, 4)]),
+        (ReferenceRule(min_comparables=6, **open_), [(4, 5), (5, 6), (6, 7)]),
+        (ReferenceRule(min_comparables=3, **open_), [(7, 9), (8, 14)]),
+    ]
+    seen: Counter[str] = Counter()
+    for rule, sizes in cases:
+        for seed, n in sizes:
+            projects = [
+                load_ir_projections(p.write(tmp_path / f"{seed}-{p.project_id}"))
+                for p in generate_ns3451(seed, n, parts=1).projects
+            ]
+            prices = {p.id: ProjectPrices.of(p) for p in projects}
+            classes = ReferenceClasses(rule)
+            classes.update(prices)
+            fit = classes.index().fit
+            keys = ReferenceSweep().keys(fit, prices)
+            for project in projects:
+                assert keys[project.id] == _expected(project, classes), project.id
+                seen.update(grade for _code, _unit, grade, _saving in keys[project.id] or ())
+            entries = fit.entries()
+            seen["thin spread"] += int(entries.exact_spread.sum())
+            seen["under min_comparables"] += int((entries.compared < rule.min_comparables).sum())
+    assert all(seen[k] > 0 for k in ("likely", "possible", "thin spread")), seen
+    assert seen["under min_comparables"] > 0, seen

@@ -7,14 +7,16 @@ against ``ReferenceIndex.assess``'s snapshot — as (code, unit, grade, saving) 
 order — or None when it cannot tell without the project's IR (its lines in the index are not its
 own posts: a project id in two folders, or a project changed since the index was built).
 
-Each post is first measured over arrays, every post at once. A post that lies clearly below
-the thresholds (by a margin far above the arrays' rounding) is graded by no one; any other is
-measured again as ``assess`` measures it (``PriceFit.indexed_reference``), so a grade and an
-expected price are never decided by the arrays' arithmetic. A few posts in a hundred are.
+Every post is measured over arrays at once, with ``PriceFit``'s own arithmetic on the same
+numbers in the same order — its logarithms and exponentials by ``math``, whose results numpy's
+may differ from in the last place — so a grade and an expected price are the ones ``assess``
+gives, to the last digit (``tests/test_reference_sweep.py``). A post whose spread is the median
+of too few residuals is measured as ``assess`` measures it (``PriceFit.indexed_reference``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -31,10 +33,6 @@ __all__ = ["ReferenceKey", "ReferenceSweep"]
 ReferenceKey = tuple[str, str, str, int]
 """A reference candidate as a project's version sees it: (code, unit, grade, saving)."""
 
-MARGIN: Final = 1e-6
-"""How far below a threshold (in robust deviations) a post's figure from the arrays must lie to
-be left ungraded without measuring it again; their rounding is about 1e-14."""
-
 
 @dataclass(frozen=True)
 class _Posts:
@@ -43,6 +41,7 @@ class _Posts:
     prices: ProjectPrices
     klass: NDArray[np.int64]
     price: NDArray[np.float64]
+    quantity: NDArray[np.float64]
     classes: NDArray[np.int64]
     class_price: NDArray[np.float64]
 
@@ -50,10 +49,13 @@ class _Posts:
 @dataclass
 class ReferenceSweep:
     """Kept by the one process that looks at the reruns: each project's posts as arrays,
-    made again only when its prices change."""
+    made again only when its prices change, and each saving already worked out."""
 
     _keys: dict[tuple[str, str], int] = field(default_factory=dict)
     _posts: dict[str, _Posts] = field(default_factory=dict)
+    _savings: dict[tuple[float, float, float], int] = field(default_factory=dict)
+    """(unit price, expected, quantity) → ``reference_saving``: exact decimal arithmetic, and
+    mostly the same from one look to the next."""
 
     def keys(
         self, fit: PriceFit, projects: Mapping[str, ProjectPrices]
@@ -64,7 +66,9 @@ class ReferenceSweep:
         known = np.full(len(self._keys) + 1, -1, dtype=np.int64)  # the last: no class
         for key, k in self._keys.items():
             known[k] = entries.key_index.get(key, -1)
-        sweep = _Sweep(fit, entries, known, list(self._posts.values()))
+        if len(self._savings) > SAVINGS_KEPT:
+            self._savings.clear()
+        sweep = _Sweep(fit, entries, known, list(self._posts.values()), self._savings)
         return dict(zip(self._posts, sweep.keys(), strict=True))
 
     def _arrays(self, name: str, prices: ProjectPrices) -> _Posts:
@@ -76,26 +80,35 @@ class ReferenceSweep:
         def class_id(key: tuple[str, str]) -> int:
             return ids.setdefault(key, len(ids)) if key[0] else -1
 
+        posts = prices.posts
         return _Posts(
             prices,
             np.array(
-                [
-                    class_id(key)
-                    for key in zip(prices.posts.compared, prices.posts.units, strict=True)
-                ],
+                [class_id(key) for key in zip(posts.compared, posts.units, strict=True)],
                 dtype=np.int64,
             ),
-            np.frombuffer(prices.posts.prices, dtype=np.float64).copy(),
+            np.frombuffer(posts.prices, dtype=np.float64).copy(),
+            np.frombuffer(posts.quantities, dtype=np.float64).copy(),
             np.array([class_id((a, u)) for a, u, _p, _s in prices.classes], dtype=np.int64),
             np.array([p for _a, _u, p, _s in prices.classes], dtype=np.float64),
         )
 
 
+SAVINGS_KEPT: Final = 1_000_000
+
+_GRADES: Final[tuple[str | None, ...]] = (None, "possible", "likely")
+
+
 class _Sweep:
     def __init__(
-        self, fit: PriceFit, entries: Entries, known: NDArray[np.int64], posts: list[_Posts]
+        self,
+        fit: PriceFit,
+        entries: Entries,
+        known: NDArray[np.int64],
+        posts: list[_Posts],
+        savings: dict[tuple[float, float, float], int],
     ) -> None:
-        self.fit, self.entries, self.posts = fit, entries, posts
+        self.fit, self.entries, self.posts, self.savings = fit, entries, posts, savings
         n_projects = max(len(entries.project_index), 1)
         self.project = np.array(
             [entries.project_index.get(p.prices.project_id, -1) for p in posts], dtype=np.int64
@@ -134,71 +147,77 @@ class _Sweep:
         return own
 
     def keys(self) -> list[tuple[ReferenceKey, ...] | None]:
+        """As ``reference_candidates`` finds them, in post order."""
         if not self.posts:
             return []
         own = self._own()
         sizes = np.array([len(p.klass) for p in self.posts], dtype=np.int64)
         owner = np.repeat(np.arange(len(self.posts)), sizes)
-        klass = np.concatenate([p.klass for p in self.posts])
-        price = np.concatenate([p.price for p in self.posts])
-        entry = self._entry(klass, self.project[owner])
-        maybe = self._maybe(entry, price)
-        flagged = np.zeros(len(self.posts), dtype=bool)
-        flagged[owner[maybe]] = True
         starts = np.r_[0, np.cumsum(sizes)]
-        found: list[tuple[ReferenceKey, ...] | None] = []
-        for i, posts in enumerate(self.posts):
-            if not own[i]:
-                found.append(None)
-            elif not flagged[i]:
-                found.append(())
-            else:
-                at = slice(int(starts[i]), int(starts[i + 1]))
-                found.append(self._candidates(posts.prices, entry[at], maybe[at]))
-        return found
+        price = np.concatenate([p.price for p in self.posts])
+        entry = self._entry(np.concatenate([p.klass for p in self.posts]), self.project[owner])
+        grade, expected = self._graded(entry, price)
+        # A post is its code's one post in its project (the IR refuses a code used twice), so
+        # it is graded by its own measure, as ``reference_candidates`` grades it.
+        graded = (grade > 0) & own[owner]
+        quantity = np.concatenate([p.quantity for p in self.posts])
+        found: list[list[ReferenceKey]] = [[] for _ in self.posts]
+        references = self.fit.references("", ())
+        for i in np.flatnonzero(graded).tolist():
+            o = int(owner[i])
+            posts = self.posts[o]
+            saving = self._saving(float(price[i]), round(float(expected[i]), 2), float(quantity[i]))
+            if saving > 0 and material(saving, posts.prices.size, references):
+                j = i - int(starts[o])
+                found[o].append(
+                    (
+                        posts.prices.posts.codes[j],
+                        posts.prices.posts.units[j],
+                        _GRADES[int(grade[i])] or "",
+                        saving,
+                    )
+                )
+        return [tuple(f) if own[o] else None for o, f in enumerate(found)]
 
-    def _maybe(self, entry: NDArray[np.int64], price: NDArray[np.float64]) -> NDArray[np.bool_]:
-        """Posts the arrays cannot leave ungraded: measured again one at a time."""
+    def _graded(
+        self, entry: NDArray[np.int64], price: NDArray[np.float64]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+        """Each post's grade (0 none, 1 possible, 2 likely) and its expected price. The figures are
+        ``PriceFit._reference``'s own arithmetic on the same numbers, in the same order (its
+        logarithms and exponentials by ``math``: numpy's may differ in the last place); a post
+        whose spread is a median of too few residuals is measured as ``assess`` measures it."""
         e, rule = self.entries, self.fit.rule
         safe = np.maximum(entry, 0)
         centre = e.centre[safe]
-        valid = (entry >= 0) & ~np.isnan(centre) & (e.compared[safe] > 0)
-        project, klass = e.project[safe], e.klass[safe]
+        measured = (entry >= 0) & ~np.isnan(centre) & (e.compared[safe] > 0)
+        grade = np.zeros(len(entry), dtype=np.int64)
+        expected = np.zeros(len(entry))
+        arrays = np.flatnonzero(measured & ~e.exact_spread[safe])
+        at = safe[arrays]
+        project, klass = e.project[at], e.klass[at]
         shift = e.level_a[project] + e.level_b[project] * e.loading[klass]
-        centre = np.where(valid, centre, 0.0)
-        expected = np.exp(centre + shift)
-        sigmas = (np.log(np.where(valid, price, 1.0)) - centre - shift) / e.spread[safe]
-        graded = (
-            (e.compared[safe] >= rule.min_comparables)
-            & (sigmas >= rule.possible_threshold - MARGIN)
-            & (price >= expected * (1 + rule.min_excess) * (1 - 1e-9))
+        middle = e.centre[at]
+        figured = np.array(list(map(math.exp, (middle + shift).tolist())), dtype=np.float64)
+        logs = np.array(list(map(math.log, price[arrays].tolist())), dtype=np.float64)
+        sigmas = (logs - middle - shift) / e.spread[at]
+        ok = (e.compared[at] >= rule.min_comparables) & ~(
+            price[arrays] < figured * (1 + rule.min_excess)
         )
-        return valid & (graded | e.exact_spread[safe])
+        grade[arrays] = np.where(
+            ok & (sigmas >= rule.threshold),
+            2,
+            np.where(ok & (sigmas >= rule.possible_threshold), 1, 0),
+        )
+        expected[arrays] = figured
+        for i in np.flatnonzero(measured & e.exact_spread[safe]).tolist():
+            line = self.fit.indexed_reference(int(entry[i]), "", "", float(price[i]))
+            if line is not None:
+                grade[i], expected[i] = _GRADES.index(line.grade), line.expected_nok
+        return grade, expected
 
-    def _candidates(
-        self, prices: ProjectPrices, entry: NDArray[np.int64], maybe: NDArray[np.bool_]
-    ) -> tuple[ReferenceKey, ...]:
-        """As ``reference_candidates`` finds them: each post by the first measured post of its
-        code and unit."""
-        references = self.fit.references(prices.project_id, ())
-        first: dict[tuple[str, str], tuple[str | None, float]] = {}
-        for (code, compared_as, unit, price, _q), e, again in zip(
-            prices.posts, entry.tolist(), maybe.tolist(), strict=True
-        ):
-            if not compared_as or e < 0 or (code, unit) in first:
-                continue
-            if again:
-                line = self.fit.indexed_reference(e, code, unit, price)
-                if line is not None:
-                    first[(code, unit)] = (line.grade, line.expected_nok)
-            elif self.entries.compared[e] > 0 and not np.isnan(self.entries.centre[e]):
-                first[(code, unit)] = (None, 0.0)
-        found: list[ReferenceKey] = []
-        for code, _compared_as, unit, price, quantity in prices.posts:
-            grade, expected = first.get((code, unit), (None, 0.0))
-            if grade is None:
-                continue
-            saving = reference_saving(price, expected, quantity)
-            if saving > 0 and material(saving, prices.size, references):
-                found.append((code, unit, grade, saving))
-        return tuple(found)
+    def _saving(self, price: float, expected: float, quantity: float) -> int:
+        said = (price, expected, quantity)
+        saving = self.savings.get(said)
+        if saving is None:
+            saving = self.savings[said] = reference_saving(price, expected, quantity)
+        return saving

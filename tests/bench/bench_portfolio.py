@@ -51,6 +51,7 @@ from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Portfolio
 from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.service import give_back_memory
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.outputs.portfolio import page_json
 from portfolio_optimiser.outputs.proposals import read_proposals
@@ -178,6 +179,7 @@ def measure(root: Path) -> dict[str, float]:
         started = time.perf_counter()
         processor = Processor(ws, load_config(), ledger, time.time, LOG, environ=ENV)
         start = time.perf_counter() - started
+        give_back_memory()  # as the daemon does at its first idle turn
         rss_mb = _resident_mb()
         started = time.perf_counter()
         processor.desk.publish_portfolio()  # the page built from the ledger, at the first event

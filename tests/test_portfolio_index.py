@@ -14,6 +14,7 @@ import pytest
 import structlog
 
 from portfolio_optimiser.config import load_config
+from portfolio_optimiser.context import reference
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.reference import (
     Comparable,
@@ -170,15 +171,19 @@ def _afresh(portfolio: dict[str, ProjectPrices]) -> ReferenceIndex:
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(seed: int) -> None:
+def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Members placed one by one (a project moved), or sorted in at once (a start): both paths.
+    monkeypatch.setattr(reference, "FEW_MOVES", seed % 3)
     rng = random.Random(seed)
     classes, portfolio = ReferenceClasses(ReferenceRule()), {}
     for _ in range(30):
-        folder = f"f{rng.randrange(8)}"
-        if rng.random() < 0.25:
-            portfolio.pop(folder, None)
-        else:  # a folder's project id may repeat in another folder: two comparables, as afresh
-            portfolio[folder] = _prices(rng, f"p{rng.randrange(6)}")
+        for folder in rng.sample([f"f{i}" for i in range(8)], rng.randint(1, 3)):
+            if rng.random() < 0.25:
+                portfolio.pop(folder, None)
+            else:  # a folder's project id may repeat in another folder: two comparables
+                portfolio[folder] = _prices(rng, f"p{rng.randrange(6)}")
         before = classes.index().classes
         moved = classes.update(dict(portfolio))
         afresh = _afresh(portfolio)

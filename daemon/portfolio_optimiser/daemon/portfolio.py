@@ -18,8 +18,9 @@ conclusions, but the proposer is asked again (a proposal is a run's own).
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -150,6 +151,20 @@ def run_identity(content: str, version: str) -> str:
     return hashlib.sha256(f"{content}\x00{version}".encode()).hexdigest()
 
 
+@contextlib.contextmanager
+def _uncollected() -> Iterator[None]:
+    """The garbage collector held off while the portfolio's index is made: at a start of ten
+    thousand projects it makes over a million objects that live on, and each full collection
+    on the way walked all of them again (a third of the start's time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 @dataclass(frozen=True)
 class Due:
     """An ingested project whose latest run is not what the portfolio gives it now."""
@@ -233,12 +248,13 @@ class Portfolio:
     def rebuild(self) -> ReferenceIndex:
         """Publish the reference classes of every ingested project, and keep the portfolio's
         compact index (the processor's job alone)."""
-        looked = self.ingested.look(ir=False)
-        self.ingested.keep()
-        self._moved |= self._classes.update(
-            {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
-        )
-        self._published = self._pages.publish(self._classes, self._moved)
+        with _uncollected():
+            looked = self.ingested.look(ir=False)
+            self.ingested.keep()
+            self._moved |= self._classes.update(
+                {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
+            )
+            self._published = self._pages.publish(self._classes, self._moved)
         self._moved = set()
         self._published_here = True
         return self._published

@@ -54,6 +54,8 @@ class Database:
         self.where: Final = where
         """The file or the server, for messages (never a password)."""
         self.seq: Final = "rowid" if dialect == "sqlite" else "seq"
+        self._open: _Cursor | None = None
+        """The transaction open on this connection, which a transaction inside it joins."""
 
     @classmethod
     def sqlite(cls, path: Path) -> Database:
@@ -110,13 +112,22 @@ class Database:
 
     @contextmanager
     def transaction(self) -> Iterator[_Cursor]:
-        """A cursor whose statements commit together, or not at all."""
+        """A cursor whose statements commit together, or not at all. Inside another on this
+        connection, it is that one's: its statements commit with the outer ones (one flush)."""
+        if self._open is not None:
+            yield self._open
+            return
         if self.dialect == "postgresql":
             with self._raw.transaction(), self._raw.cursor() as cursor:
-                yield cursor
+                self._open = cursor
+                try:
+                    yield cursor
+                finally:
+                    self._open = None
             return
         cursor = self._cursor()
         cursor.execute("BEGIN IMMEDIATE")  # the write lock now, not halfway through
+        self._open = cursor
         try:
             yield cursor
             cursor.execute("COMMIT")
@@ -125,6 +136,7 @@ class Database:
                 cursor.execute("ROLLBACK")
             raise
         finally:
+            self._open = None
             cursor.close()
 
     @contextmanager

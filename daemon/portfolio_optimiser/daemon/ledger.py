@@ -17,11 +17,14 @@ PostgreSQL, one intake and many workers, whose turns are ``ledger_machines``'s);
 daemon writes, and ``synchronous=FULL`` makes every commit durable before the input it describes
 is removed (research/daemon.md §3 step 5). Every write commits before return. The tables and how
 each database is made ready are ``ledger_schema``'s; the SQL both take goes through ``db``.
+(Writes in a ``together`` block commit at its end, as one.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -199,6 +202,12 @@ class Ledger:
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> int:
         return self._db.write(sql, params)  # commits on return, rolls back on an exception
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Every write in the block is one transaction: all or none, and one flush."""
+        with self._db.transaction():
+            yield
 
     # -- items ----------------------------------------------------------------------------------
 

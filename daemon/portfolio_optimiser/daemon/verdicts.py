@@ -21,7 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser._atomic import publish_text, published_together
 from portfolio_optimiser.context.verdict import Verdict, VerdictError, parse_verdict
 from portfolio_optimiser.learning.promotion import (
     PromotionRefused,
@@ -130,8 +130,7 @@ def ingest_verdict(
         if not quiet:
             return VerdictOutcome(VerdictState.NOT_READY, str(exc))
         _report(path, str(exc), now_iso=now_iso)
-        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
-        ledger.mark(digest, "failed", now=now_iso, error=str(exc))
+        _failed(ledger, digest, path, str(exc), now_iso)
         return VerdictOutcome(VerdictState.REPORTED, str(exc))
     candidate = ledger.records.candidate(verdict.id)
     if candidate is None:
@@ -141,12 +140,10 @@ def ingest_verdict(
             "in outbox/runs/<project>/<run>/verdicts/"
         )
         _report(path, sentence, now_iso=now_iso)
-        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
-        ledger.mark(digest, "failed", now=now_iso, error=sentence)
+        _failed(ledger, digest, path, sentence, now_iso)
         return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
 
     previous = ledger.records.latest_verdict(verdict.id)
-    ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
     key = _key_of(candidate.key_json)
     if key is not None and key.candidate_id() != verdict.id:
         key = None  # an incomplete or foreign key: the verdict's own candidate summary decides
@@ -154,31 +151,44 @@ def ingest_verdict(
     retracted = False
     if verdict.approves:
         try:
-            promoted = promote_verdict(
-                verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
-            )
+            with published_together():  # the page, the index and the log: one flush
+                promoted = promote_verdict(
+                    verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
+                )
         except PromotionRefused as exc:
             sentence = f"{path.name}: {exc}"
             _report(path, sentence, now_iso=now_iso)
-            ledger.mark(digest, "failed", now=now_iso, error=sentence)
+            _failed(ledger, digest, path, sentence, now_iso)
             return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
     elif previous is not None and previous.decision in {"approved", "approved_with_adjustment"}:
-        retracted = retract_verdict(
-            verdict.id,
-            wiki_root=wiki_root,
-            at=now_iso,
-            reason=f"the expert's edit of {path.name} withdrew the approval",
-        )
+        with published_together():
+            retracted = retract_verdict(
+                verdict.id,
+                wiki_root=wiki_root,
+                at=now_iso,
+                reason=f"the expert's edit of {path.name} withdrew the approval",
+            )
     note = (
         _record_reasoning(store, admission, candidate, verdict, path) if store is not None else None
     )
-    ledger.records.record_verdict(verdict.id, digest, path.name, verdict.decision.value, now_iso)
-    ledger.mark(digest, "done", now=now_iso, detail=verdict.id)
+    # The verdict's history and its file's state: one commit, after the wiki and the records.
+    with ledger.together():
+        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
+        ledger.records.record_verdict(
+            verdict.id, digest, path.name, verdict.decision.value, now_iso
+        )
+        ledger.mark(digest, "done", now=now_iso, detail=verdict.id)
     _clear_report(path)
     message = f"{verdict.decision.value} by {verdict.reviewer}"
     if note:
         message += f"; the reasoning record was refused: {note}"
     return VerdictOutcome(VerdictState.INGESTED, message, verdict.id, promoted, retracted)
+
+
+def _failed(ledger: Ledger, digest: str, path: Path, sentence: str, now_iso: str) -> None:
+    with ledger.together():
+        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
+        ledger.mark(digest, "failed", now=now_iso, error=sentence)
 
 
 def _key_of(key_json: str | None) -> CandidateKey | None:

@@ -19,7 +19,6 @@ of what a power cut keeps in its place, and cuts the power after each step.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import tempfile
 import threading
@@ -27,8 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from portfolio_optimiser._atomic import fsync_dir
-from portfolio_optimiser._libc import libc_function
+from portfolio_optimiser._atomic import flush_file_system, fsync_dir
 from portfolio_optimiser.errors import UserError
 
 __all__ = ["Disk", "NameTaken", "Staging", "SystemDisk"]
@@ -61,9 +59,6 @@ class Disk(Protocol):
 class SystemDisk:
     """The real file system: ``syncfs`` where the C library has it (Linux), else ``sync``."""
 
-    def __init__(self) -> None:
-        self._syncfs = libc_function("syncfs")
-
     def stage(self, path: Path, data: bytes) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -75,16 +70,7 @@ class SystemDisk:
         return Path(tmp)
 
     def flush(self, folder: Path) -> None:
-        if self._syncfs is None:
-            os.sync()
-            return
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-        try:
-            if self._syncfs(fd) != 0:
-                error = ctypes.get_errno()
-                raise OSError(error, os.strerror(error), str(folder))
-        finally:
-            os.close(fd)
+        flush_file_system(folder)
 
     def link(self, tmp: Path, path: Path) -> None:
         os.link(tmp, path)

@@ -56,6 +56,9 @@ from .workspace import Workspace
 
 __all__ = ["Due", "Portfolio", "Teaching", "portfolio_version", "run_identity"]
 
+Looked = Mapping[str, tuple[Path, str, ProjectPrices, Project | None]]
+"""A look at the ingested projects, by folder (``IngestedProjects.look``)."""
+
 MAX_GENERATIONS: Final = 8
 """How many times a version's run may be lost from the outbox and run anew."""
 
@@ -73,10 +76,12 @@ class Teaching:
     """Everything above that a version depends on, as one digest."""
 
     @classmethod
-    def of(cls, verdicts: VerdictStore, portfolio: Portfolio) -> Teaching:
+    def of(
+        cls, verdicts: VerdictStore, portfolio: Portfolio, looked: Looked | None = None
+    ) -> Teaching:
         approved = verdicts.approved()
         gates = precedents(verdicts.verdicts())
-        sources, contents = portfolio.sources(v.key.project_id or "" for v in approved)
+        sources, contents = portfolio.sources((v.key.project_id or "" for v in approved), looked)
         said = [
             repr((v.candidate_id, v.key, v.adjusted_saving_nok, v.realization_rate))
             for v in approved
@@ -222,13 +227,18 @@ class Portfolio:
         read through ``ledger`` (another thread's connection) or the portfolio's own."""
         return learning_store(self.workspace, ledger or self.ledger, self.log)
 
-    def sources(self, ids: Iterable[str]) -> tuple[dict[str, Project], list[tuple[str, str]]]:
+    def sources(
+        self, ids: Iterable[str], looked: Looked | None = None
+    ) -> tuple[dict[str, Project], list[tuple[str, str]]]:
         """The ingested projects of these ids (of two folders, the last), read from their
-        bundles, and the (id, content hash) of each: what an approval is carried from."""
+        bundles, and the (id, content hash) of each: what an approval is carried from. From
+        ``looked`` when the caller has just looked, else from a look of its own."""
         wanted = set(ids)
         folders = {
             prices.project_id: (name, content)
-            for name, (_folder, content, prices, _ir) in self.ingested.look(ir=False).items()
+            for name, (_folder, content, prices, _ir) in (
+                looked if looked is not None else self.ingested.look(ir=False)
+            ).items()
             if prices.project_id in wanted
         }
         found: dict[str, Project] = {}
@@ -295,8 +305,9 @@ class Portfolio:
         teaching, and computed again only when either moved. So only a project whose own part
         moved, or that the sweep cannot tell, is read from its bundle; and a due project's lines
         are measured when its rerun starts (``Due.snapshot``), not here."""
-        references, teaching = self.references(), self.teaching(ledger)
         looked = self.ingested.look(ir=False)
+        references = self.references()
+        teaching = Teaching.of(self.verdicts(ledger), self, looked)
         keys = self._sweep.keys(
             references.fit, {name: prices for name, (_f, _c, prices, _ir) in looked.items()}
         )

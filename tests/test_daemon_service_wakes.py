@@ -171,3 +171,19 @@ def test_the_start_ups_objects_are_set_aside_from_the_collector_once() -> None:
     first, second = map(int, done.stdout.split())
     assert first >= 10_000
     assert second == first
+
+
+def test_the_daemon_switches_threads_often_enough_for_a_verdict_taken_in_beside_a_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verdict is taken in on the loop's thread while the processing thread computes; every
+    flush lets go of the GIL, and the loop waited the other thread's switch interval to get it
+    back (5 ms by default, each time)."""
+    from portfolio_optimiser.daemon import service
+
+    monkeypatch.setattr(sys, "setswitchinterval", lambda s: asked.append(s))
+    asked: list[float] = []
+    with _daemon(tmp_path, monkeypatch):
+        wait_for(lambda: bool(asked), timeout_s=30, what="the switch interval set")
+    assert asked == [service.SWITCH_INTERVAL_S]
+    assert service.SWITCH_INTERVAL_S <= 0.001

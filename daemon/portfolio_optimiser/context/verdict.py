@@ -8,6 +8,7 @@ comma is reported with its position. The id is read verbatim, never re-minted.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -100,9 +101,8 @@ def parse_verdict(data: bytes, source: str) -> Verdict:
                 f"{source} line {line}, field {key}: {value} is not a number JSON allows; "
                 "write a plain number"
             )
-    validator = jsonschema.Draft202012Validator(load_schema("verdict.schema.json"))
     problems: dict[str, str] = {}  # one per field: its first error explains the rest
-    for error in sorted(validator.iter_errors(raw), key=_error_order):
+    for error in sorted(_validator().iter_errors(raw), key=_error_order):
         problems.setdefault(_field_of(error), _schema_problem(text, error))
     decided_at = raw.get("decided_at")
     if isinstance(decided_at, str) and "decided_at" not in problems:
@@ -124,6 +124,13 @@ def parse_verdict(data: bytes, source: str) -> Verdict:
 
 
 MAX_VERDICT_BYTES = 256 * 1024
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    """The verdict schema's validator, made once: reading the schema and building its validator
+    took most of a verdict's parse (each verdict is parsed twice: taken in, and on the page)."""
+    return jsonschema.Draft202012Validator(load_schema("verdict.schema.json"))
 
 
 def _json_kind(value: object) -> str:

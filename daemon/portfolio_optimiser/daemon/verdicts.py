@@ -53,6 +53,7 @@ from .ledger import Ledger
 __all__ = ["REPORT_SUFFIX", "VerdictOutcome", "VerdictState", "ingest_verdict", "report_path"]
 
 REPORT_SUFFIX = ".error.txt"
+APPROVALS = frozenset({"approved", "approved_with_adjustment"})
 
 
 class VerdictState(StrEnum):
@@ -149,28 +150,29 @@ def ingest_verdict(
         key = None  # an incomplete or foreign key: the verdict's own candidate summary decides
     promoted: Path | None = None
     retracted = False
-    if verdict.approves:
-        try:
-            with published_together():  # the page, the index and the log: one flush
+    note: str | None = None
+    try:
+        # The wiki's files (page, index, log) and the verdict's records are flushed at once:
+        # the records' commit flushes the file system, the wiki's files staged already with it.
+        with published_together():
+            if verdict.approves:
                 promoted = promote_verdict(
                     verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
                 )
-        except PromotionRefused as exc:
-            sentence = f"{path.name}: {exc}"
-            _report(path, sentence, now_iso=now_iso)
-            _failed(ledger, digest, path, sentence, now_iso)
-            return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
-    elif previous is not None and previous.decision in {"approved", "approved_with_adjustment"}:
-        with published_together():
-            retracted = retract_verdict(
-                verdict.id,
-                wiki_root=wiki_root,
-                at=now_iso,
-                reason=f"the expert's edit of {path.name} withdrew the approval",
-            )
-    note = (
-        _record_reasoning(store, admission, candidate, verdict, path) if store is not None else None
-    )
+            elif previous is not None and previous.decision in APPROVALS:
+                retracted = retract_verdict(
+                    verdict.id,
+                    wiki_root=wiki_root,
+                    at=now_iso,
+                    reason=f"the expert's edit of {path.name} withdrew the approval",
+                )
+            if store is not None:
+                note = _record_reasoning(store, admission, candidate, verdict, path)
+    except PromotionRefused as exc:
+        sentence = f"{path.name}: {exc}"
+        _report(path, sentence, now_iso=now_iso)
+        _failed(ledger, digest, path, sentence, now_iso)
+        return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
     # The verdict's history and its file's state: one commit, after the wiki and the records.
     with ledger.together():
         ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ import structlog
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.daemon import verdicts
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.retry import retry_quarantined
@@ -287,6 +289,30 @@ def test_a_valid_verdict_is_ingested_at_once_and_promoted(
     assert front["verified"]["by"] == "human:KE"
     assert path.exists()  # never moved: the expert may still have it open
     assert "verdicts/c-d67b7045b6ae3f01.md" in (workspace.wiki / "index.md").read_text("utf-8")
+
+
+def test_a_verdicts_wiki_files_and_records_are_flushed_together(
+    workspace: Workspace, processed: Processor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The promotion's page, index and log are not each flushed (two fsyncs a file): they are
+    staged, flushed with the verdict's reasoning records, then renamed into place."""
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: fsyncs.append(fd) or real_fsync(fd))
+    data = template(workspace) | {"decision": "approved", "rationale": "Checked.", "reviewer": "KE"}
+    fsyncs.clear()
+    verdicts.ingest_verdict(
+        save_verdict(workspace, data),
+        ledger=processed.intake.ledger,
+        store=processed.intake.store,
+        admission=processed.intake._admission,
+        wiki_root=workspace.wiki,
+        now_iso="2026-12-04T00:00:00Z",
+        quiet=False,
+    )
+    assert (workspace.wiki / "verdicts" / "c-d67b7045b6ae3f01.md").is_file()
+    # Only folders: the wiki's two and the records' task folder (each file alone: six more).
+    assert len(fsyncs) <= 3, f"{len(fsyncs)} fsyncs"
 
 
 @pytest.mark.loadbearing

@@ -95,30 +95,39 @@ class LedgerIngested:
         if statements:
             self._db.write_all(statements)
 
-    def versions(self) -> dict[str, tuple[str, list[str]]]:
+    def versions(self) -> dict[str, tuple[str, list[str], frozenset[str] | None]]:
         """Each folder's own part of its portfolio version (what its kuttliste and the experts'
         approvals add, ``portfolio.own_part``), with the digest of what it was computed from (its
-        content and the teaching). A row that does not read is left out: computed again."""
-        found: dict[str, tuple[str, list[str]]] = {}
+        content and the teaching that can reach it) and the project's cost codes (None in a row
+        an earlier version kept: its own part alone). A row that does not read is left out:
+        computed again."""
+        found: dict[str, tuple[str, list[str], frozenset[str] | None]] = {}
         for folder, inputs, own in self._db.all("SELECT folder, inputs, own FROM versions"):
             try:
                 said = json.loads(own)
             except ValueError:
                 continue
+            codes: frozenset[str] | None = None
+            if isinstance(said, dict):
+                listed = said.get("codes")
+                if not isinstance(listed, list) or not all(isinstance(c, str) for c in listed):
+                    continue
+                codes, said = frozenset(listed), said.get("own")
             if isinstance(said, list) and all(isinstance(s, str) for s in said):
-                found[str(folder)] = (str(inputs), said)
+                found[str(folder)] = (str(inputs), said, codes)
         return found
 
-    def keep_versions(self, computed: Iterable[tuple[str, str, list[str]]]) -> None:
-        """Own parts computed since: (folder, inputs, own part) each, in one transaction."""
+    def keep_versions(self, computed: Iterable[tuple[str, str, list[str], frozenset[str]]]) -> None:
+        """Own parts computed since: (folder, inputs, own part, cost codes) each, in one
+        transaction."""
         statements: list[tuple[str, tuple[object, ...]]] = [
             (
                 "INSERT INTO versions (folder, inputs, own) VALUES (?, ?, ?)"
                 " ON CONFLICT (folder) DO UPDATE SET"
                 " inputs = excluded.inputs, own = excluded.own",
-                (folder, inputs, json.dumps(own)),
+                (folder, inputs, json.dumps({"own": own, "codes": sorted(codes)})),
             )
-            for folder, inputs, own in computed
+            for folder, inputs, own, codes in computed
         ]
         if statements:
             self._db.write_all(statements)

@@ -74,6 +74,9 @@ class Teaching:
     sources: Mapping[str, Project]
     digest: str
     """Everything above that a version depends on, as one digest."""
+    contents: tuple[tuple[str, str], ...] = ()
+    """The (project id, content hash) of each project an approval was judged in."""
+    _for: dict[frozenset[str], str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(
@@ -82,12 +85,34 @@ class Teaching:
         approved = verdicts.approved()
         gates = precedents(verdicts.verdicts())
         sources, contents = portfolio.sources((v.key.project_id or "" for v in approved), looked)
-        said = [
-            repr((v.candidate_id, v.key, v.adjusted_saving_nok, v.realization_rate))
-            for v in approved
-        ]
-        h = hashlib.sha256(repr((sorted(said), gates.taught(), contents)).encode())
-        return cls(approved, gates, sources, h.hexdigest()[:16])
+        h = hashlib.sha256(repr((_said_of(approved), gates.taught(), contents)).encode())
+        return cls(approved, gates, sources, h.hexdigest()[:16], tuple(contents))
+
+    def digest_for(self, codes: frozenset[str]) -> str:
+        """What of the teaching can reach a project of these cost codes, as one digest: the
+        approvals on codes it has (an approval is carried only to a project with all of its
+        codes), the projects those were judged in, and the precedents on codes it has (they gate
+        only what is carried). A project's own part moves only when this does, so one approval
+        does not have every project's bundle read again."""
+        found = self._for.get(codes)
+        if found is None:
+            reach = [v for v in self.approved if set(v.key.affected_codes or ()) <= codes]
+            judged_in = {v.key.project_id for v in reach}
+            said = repr(
+                (
+                    _said_of(reach),
+                    [g for g in self.precedents.taught() if set(g[0]) <= codes],
+                    [(pid, c) for pid, c in self.contents if pid in judged_in],
+                )
+            )
+            found = self._for[codes] = hashlib.sha256(said.encode()).hexdigest()[:16]
+        return found
+
+
+def _said_of(approved: Iterable[LearnedVerdict]) -> list[str]:
+    return sorted(
+        repr((v.candidate_id, v.key, v.adjusted_saving_nok, v.realization_rate)) for v in approved
+    )
 
 
 def portfolio_version(project: Project, references: ProjectReferences, teaching: Teaching) -> str:
@@ -209,9 +234,9 @@ class Portfolio:
         error leaves them to the next)."""
         self._pages = ReferencePages(self.workspace.references)
         self._sweep = ReferenceSweep()
-        self._own: dict[str, tuple[str, list[str]]] | None = None
-        """Each folder's own part of its version and the digest of what it was computed from
-        (``ledger.ingested.versions``)."""
+        self._own: dict[str, tuple[str, list[str], frozenset[str] | None]] | None = None
+        """Each folder's own part of its version, the digest of what it was computed from, and
+        the project's cost codes (None: kept by an earlier version) (``ledger.ingested.versions``)."""
         self._memo: dict[str, tuple[str, tuple[ReferenceKey, ...], str]] = {}
         """Each folder's version, with its own part's inputs and its reference candidates."""
         self._sources: dict[str, tuple[str, Project]] = {}
@@ -316,23 +341,27 @@ class Portfolio:
         latest = {
             project_id: run_id for project_id, run_id, _folder in ledger.records.project_runs()
         }
-        computed: list[tuple[str, str, list[str]]] = []
+        computed: list[tuple[str, str, list[str], frozenset[str]]] = []
         due = []
         for name, (folder, content, prices, _ir) in looked.items():
-            inputs = _own_inputs(content, teaching.digest)
+            own = self._own.get(name)
+            codes = own[2] if own is not None else None
+            taught = teaching.digest if codes is None else teaching.digest_for(codes)
+            inputs = _own_inputs(content, taught)
             key = keys.get(name)
             memo = self._memo.get(name)
             if memo is not None and key is not None and memo[:2] == (inputs, key):
                 version = memo[2]
             else:
                 project = None
-                own = self._own.get(name)
                 if own is None or own[0] != inputs:
                     project = self.ingested.project(name)
                     if project is None:
                         continue
-                    own = self._own[name] = (inputs, own_part(project, teaching))
-                    computed.append((name, inputs, own[1]))
+                    codes = project.codes
+                    inputs = _own_inputs(content, teaching.digest_for(codes))
+                    own = self._own[name] = (inputs, own_part(project, teaching), codes)
+                    computed.append((name, inputs, own[1], codes))
                 if key is None:  # the sweep cannot tell: the project's own snapshot does
                     project = project or self.ingested.project(name)
                     if project is None:

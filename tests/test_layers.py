@@ -8,16 +8,17 @@ what they are; no document places them, so :data:`LAYERS` does, and a new one mu
 
 | rank | unit | what it is |
 |---|---|---|
-| 0 | portfolio_optimiser, _atomic, _libc, _text, errors, resources, invocation | commons: no import of the package |
-| 1 | context | bundles, the IR, the validator |
-| 2 | config, persona | top-level modules that read the context layer's types |
-| 3 | learning | verdicts, the fold, promotion |
-| 4 | reasoning | advisors, policy, records (reads the config) |
-| 5 | pipeline | the MAF pipeline |
-| 6 | outputs | what a run writes |
-| 7 | daemon | the inbox daemon |
-| 8 | cli | the command line |
-| 9 | __main__, simulation | entry points |
+| 0 | _libc | the C library's functions, looked up once: no import of the package |
+| 1 | portfolio_optimiser, _atomic, _text, errors, resources, invocation | commons |
+| 2 | context | bundles, the IR, the validator |
+| 3 | config, persona | top-level modules that read the context layer's types |
+| 4 | learning | verdicts, the fold, promotion |
+| 5 | reasoning | advisors, policy, records (reads the config) |
+| 6 | pipeline | the MAF pipeline |
+| 7 | outputs | what a run writes |
+| 8 | daemon | the inbox daemon |
+| 9 | cli | the command line |
+| 10 | __main__, simulation | entry points |
 
 A module may import its own unit and units of a lower rank; units of one rank are peers and
 import neither each other nor anything above. Every ``import`` and ``from … import`` counts,
@@ -50,7 +51,8 @@ PACKAGE = REPO / "daemon" / "portfolio_optimiser"
 ROOT: Final = "portfolio_optimiser"
 
 LAYERS: Final[tuple[tuple[str, ...], ...]] = (
-    (ROOT, "_atomic", "_libc", "_text", "errors", "resources", "invocation"),
+    ("_libc",),
+    (ROOT, "_atomic", "_text", "errors", "resources", "invocation"),
     ("context",),
     ("config", "persona"),
     ("learning",),

@@ -14,15 +14,15 @@ import pytest
 import structlog
 
 from portfolio_optimiser.config import load_config
-from portfolio_optimiser.context import reference
+from portfolio_optimiser.context import reference_classes
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.reference import (
     Comparable,
     ProjectPrices,
-    ReferenceClasses,
     ReferenceIndex,
     ReferenceRule,
 )
+from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.daemon import ingested, references
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.portfolio import Portfolio
@@ -175,7 +175,7 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Members placed one by one (a project moved), or sorted in at once (a start): both paths.
-    monkeypatch.setattr(reference, "FEW_MOVES", seed % 3)
+    monkeypatch.setattr(reference_classes, "FEW_MOVES", seed % 3)
     rng = random.Random(seed)
     classes, portfolio = ReferenceClasses(ReferenceRule()), {}
     for _ in range(30):

@@ -14,10 +14,10 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import (
     ProjectPrices,
-    ReferenceClasses,
     ReferenceRule,
     reference_candidates,
 )
+from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.context.reference_sweep import ReferenceSweep
 from tests.synthetic_ns3451 import generate_ns3451
 

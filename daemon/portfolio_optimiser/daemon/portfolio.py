@@ -38,10 +38,10 @@ from portfolio_optimiser.context.models import (
 from portfolio_optimiser.context.reference import (
     ProjectPrices,
     ProjectReferences,
-    ReferenceClasses,
     ReferenceIndex,
     reference_candidates,
 )
+from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep
 from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.local import local_candidates

@@ -27,10 +27,10 @@ from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.reference import (
     Comparable,
-    ReferenceClasses,
     ReferenceIndex,
     ReferenceRule,
 )
+from portfolio_optimiser.context.reference_classes import ReferenceClasses
 
 __all__ = ["CLASS_TYPE", "ReferencePages", "read_reference_classes"]
 

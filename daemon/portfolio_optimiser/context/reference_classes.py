@@ -1,0 +1,145 @@
+"""The reference classes kept up to date one project at a time (``ReferenceIndex`` is what they
+hold at one moment; ``reference`` says what a class is for).
+
+Decides: each class's members in order, and its digest, as projects join, change and leave, in
+proportion to what moved — a start moves ten thousand projects into each class, one more project
+one member into each class it prices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_left
+from collections.abc import Mapping
+from typing import Final
+
+from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
+
+__all__ = ["ClassKey", "ReferenceClasses"]
+
+ClassKey = tuple[str, str]
+
+
+class ReferenceClasses:
+    """The reference classes kept up to date one project at a time: a new, changed or removed
+    project moves only the classes it prices or priced, and costs in proportion to them. Each
+    class holds its comparables in project order (two folders of one project id: in folder
+    order)."""
+
+    def __init__(self, rule: ReferenceRule) -> None:
+        self.rule = rule
+        self._projects: dict[str, ProjectPrices] = {}
+        """By folder: two folders of one project id are two comparables, as in the index."""
+        self._order: dict[ClassKey, list[str]] = {}
+        """Each class's members (``_member``), sorted; ``_rows`` in the same order."""
+        self._rows: dict[ClassKey, list[Comparable]] = {}
+        self._classes: dict[ClassKey, tuple[Comparable, ...]] = {}
+        self._sums: dict[ClassKey, int] = {}
+        """Each class's members' hashes summed: its digest, kept as a member joins or leaves."""
+        self._folders = 0
+        """The (folder, project id) pairs' hashes summed."""
+
+    def update(self, projects: Mapping[str, ProjectPrices]) -> set[ClassKey]:
+        """The portfolio is now ``projects`` (by folder): the classes that moved."""
+        changed = [
+            folder
+            for folder in set(self._projects) | set(projects)
+            if self._projects.get(folder) is not projects.get(folder)
+            and self._projects.get(folder) != projects.get(folder)
+        ]
+        joins: dict[ClassKey, list[tuple[str, Comparable]]] = {}
+        leaves: dict[ClassKey, set[str]] = {}
+        for folder in changed:
+            before, after = self._projects.get(folder), projects.get(folder)
+            old, new = _entries(before), _entries(after)
+            for key in set(old) | set(new):
+                if old.get(key) == new.get(key):
+                    continue  # this class's comparable of the project is as it was
+                if key in old:
+                    leaves.setdefault(key, set()).add(_member(old[key].project_id, folder))
+                    self._sums[key] -= _member_hash(*old[key])
+                if key in new:
+                    joins.setdefault(key, []).append(
+                        (_member(new[key].project_id, folder), new[key])
+                    )
+                    self._sums[key] = self._sums.get(key, 0) + _member_hash(*new[key])
+            for kept, sign in ((before, -1), (after, 1)):
+                if kept is not None:
+                    self._folders += sign * _member_hash(folder, kept.project_id)
+        moved = set(joins) | set(leaves)
+        for key in moved:
+            self._move(key, joins.get(key, []), leaves.get(key, set()))
+            if self._rows[key]:
+                self._classes[key] = tuple(self._rows[key])
+            else:
+                for store in (self._order, self._rows, self._classes, self._sums):
+                    store.pop(key, None)
+        self._projects = dict(projects)
+        return moved
+
+    def _move(
+        self,
+        key: ClassKey,
+        joins: list[tuple[str, Comparable]],
+        leaves: set[str],
+    ) -> None:
+        """The class's members with ``leaves`` gone and ``joins`` in, in order: a few by
+        bisection (one project moved), many by one sort (a start)."""
+        order, rows = self._order.setdefault(key, []), self._rows.setdefault(key, [])
+        if len(joins) + len(leaves) <= FEW_MOVES:
+            for member in leaves:
+                at = bisect_left(order, member)
+                del order[at], rows[at]
+            for member, comparable in joins:
+                at = bisect_left(order, member)
+                order.insert(at, member)
+                rows.insert(at, comparable)
+            return
+        kept = [(m, c) for m, c in zip(order, rows, strict=True) if m not in leaves] + joins
+        kept.sort()  # by member: one project's comparable in a class per folder, never a tie
+        self._order[key] = [m for m, _c in kept]
+        self._rows[key] = [c for _m, c in kept]
+
+    def index(self) -> ReferenceIndex:
+        return ReferenceIndex({key: self._classes[key] for key in sorted(self._classes)}, self.rule)
+
+    def digest(self) -> str:
+        """Every class's comparables and every project, as one digest: what the pages hold."""
+        h = hashlib.sha256()
+        for key in sorted(self._sums):
+            h.update(f"{key[0]}\x00{key[1]}\x00{self.class_digest(key)}\n".encode())
+        h.update(f"{self._folders % _MODULUS:x}".encode())
+        return h.hexdigest()[:16]
+
+    def class_digest(self, key: ClassKey) -> str:
+        """The class's comparables as one digest: the same whatever order they joined in."""
+        said = f"{key[0]}\x00{key[1]}\x00{self._sums[key] % _MODULUS:x}"
+        return hashlib.sha256(said.encode()).hexdigest()[:16]
+
+
+_MODULUS: Final = 1 << 128
+FEW_MOVES: Final = 64
+"""Members joining or leaving a class that are put in their places one by one; more are sorted
+in at once (a start moves ten thousand into each class: quadratic by bisection)."""
+
+
+def _member(project_id: str, folder: str) -> str:
+    """A class's member as one string, ordered as (project id, folder) is: a NUL sorts before
+    any character a name holds, and strings compare faster than pairs."""
+    return f"{project_id}\x00{folder}"
+
+
+def _member_hash(*fields: object) -> int:
+    """A member's share of a digest kept as a sum (a multiset hash): a member joins or leaves in
+    constant time, where hashing the class again took a pass over its ten thousand members."""
+    said = "\x00".join(map(repr, fields)).encode()
+    return int.from_bytes(hashlib.blake2b(said, digest_size=16).digest(), "big")
+
+
+def _entries(project: ProjectPrices | None) -> dict[ClassKey, Comparable]:
+    if project is None:
+        return {}
+    return {
+        (compared_as, unit): Comparable(project.project_id, source, price, project.category)
+        for compared_as, unit, price, source in project.classes
+    }

@@ -25,6 +25,7 @@ __all__ = [
     "publish_atomic",
     "publish_text",
     "published_together",
+    "stage_bytes",
     "write_tree",
 ]
 
@@ -53,6 +54,19 @@ def flush_file_system(folder: Path) -> None:
             raise OSError(error, os.strerror(error), str(folder))
     finally:
         os.close(fd)
+
+
+def stage_bytes(path: Path, data: bytes, mode: int = 0o644) -> Path:
+    """``data`` in a new temporary file beside ``path``, nothing flushed: a reader takes no
+    temporary file for the file it stands beside."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.write(fd, data)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return Path(tmp)
 
 
 @dataclass
@@ -90,10 +104,13 @@ def published_together() -> Iterator[None]:
         _TOGETHER.reset(token)
     if not batch.staged:
         return
-    flush_file_system(next(iter(batch.staged)).parent)
+    # One flush for each file system the files are on (the wiki and the outbox may be apart).
+    folders = sorted({path.parent for path in batch.staged})
+    for folder in {folder.stat().st_dev: folder for folder in folders}.values():
+        flush_file_system(folder)
     for path, tmp in batch.staged.items():
         tmp.replace(path)
-    for folder in sorted({path.parent for path in batch.staged}):
+    for folder in folders:
         fsync_dir(folder)
 
 
@@ -104,20 +121,14 @@ def publish_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: in
     With ``exclusive`` the publish refuses to replace an existing file (``FileExistsError``): the
     link(2) of the finished temporary file is atomic and fails if the name is taken.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     batch = _TOGETHER.get()
     if batch is not None and not exclusive:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            os.write(fd, data)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
         earlier = batch.staged.pop(path, None)
         if earlier is not None:
             earlier.unlink(missing_ok=True)
-        batch.staged[path] = Path(tmp_name)
+        batch.staged[path] = stage_bytes(path, data, mode)
         return
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:

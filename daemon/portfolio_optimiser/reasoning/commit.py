@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from portfolio_optimiser._atomic import flush_file_system, fsync_dir
+from portfolio_optimiser._atomic import flush_file_system, fsync_dir, stage_bytes
 from portfolio_optimiser.errors import UserError
 
 __all__ = ["Disk", "NameTaken", "Staging", "SystemDisk"]
@@ -60,14 +59,7 @@ class SystemDisk:
     """The real file system: ``syncfs`` where the C library has it (Linux), else ``sync``."""
 
     def stage(self, path: Path, data: bytes) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            os.write(fd, data)
-            os.fchmod(fd, 0o644)
-        finally:
-            os.close(fd)
-        return Path(tmp)
+        return stage_bytes(path, data)
 
     def flush(self, folder: Path) -> None:
         flush_file_system(folder)

@@ -186,7 +186,7 @@ class _Sweep:
         ``PriceFit._reference``'s own arithmetic on the same numbers, in the same order (its
         logarithms and exponentials by ``math``: numpy's may differ in the last place); a post
         whose spread is a median of too few residuals is measured as ``assess`` measures it."""
-        e, rule = self.entries, self.fit.rule
+        e, rule = self.entries, self.fit.rule  # the grades as ``price_fit.grade`` gives them
         safe = np.maximum(entry, 0)
         centre = e.centre[safe]
         measured = (entry >= 0) & ~np.isnan(centre) & (e.compared[safe] > 0)
@@ -196,7 +196,7 @@ class _Sweep:
         at = safe[arrays]
         project, klass = e.project[at], e.klass[at]
         shift = e.level_a[project] + e.level_b[project] * e.loading[klass]
-        middle = e.centre[at]
+        middle = centre[arrays]
         figured = np.array(list(map(math.exp, (middle + shift).tolist())), dtype=np.float64)
         logs = np.array(list(map(math.log, price[arrays].tolist())), dtype=np.float64)
         sigmas = (logs - middle - shift) / e.spread[at]

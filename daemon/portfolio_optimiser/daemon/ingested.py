@@ -106,7 +106,7 @@ class IngestedProjects:
         root = self.workspace.bundles_projects
         folders = []
         try:
-            with os.scandir(root) as listing:  # one stat a folder, not three: ten thousand of them
+            with os.scandir(root) as listing:  # one stat a folder, not two: ten thousand of them
                 entries = sorted(listing, key=lambda entry: entry.name)
         except FileNotFoundError:
             return []

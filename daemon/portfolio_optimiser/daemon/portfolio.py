@@ -183,9 +183,9 @@ def run_identity(content: str, version: str) -> str:
 
 @contextlib.contextmanager
 def _uncollected() -> Iterator[None]:
-    """The garbage collector held off while the portfolio's index is made: at a start of ten
-    thousand projects it makes over a million objects that live on, and each full collection
-    on the way walked all of them again (a third of the start's time)."""
+    """The garbage collector held off while the classes are rebuilt (at every settle): at a start
+    of ten thousand projects the rebuild makes over a million objects that live on, and each full
+    collection on the way walked all of them again (a third of the start's time)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -277,8 +277,8 @@ class Portfolio:
             found[project_id] = kept[1]
         return found, sorted((pid, content) for pid, (_name, content) in folders.items())
 
-    def teaching(self, ledger: Ledger | None = None) -> Teaching:
-        return Teaching.of(self.verdicts(ledger), self)
+    def teaching(self, ledger: Ledger | None = None, looked: Looked | None = None) -> Teaching:
+        return Teaching.of(self.verdicts(ledger), self, looked)
 
     def rebuild(self) -> ReferenceIndex:
         """Publish the reference classes of every ingested project, and keep the portfolio's
@@ -327,12 +327,13 @@ class Portfolio:
         A project's version has two parts. Its reference candidates are found for every project
         at once from the compact index (``ReferenceSweep``). Its own part (the kuttliste, the
         experts' approvals) is kept in the ledger with the digest of its content and of the
-        teaching, and computed again only when either moved. So only a project whose own part
+        teaching that can reach it (``Teaching.digest_for``), and computed again only when either
+        moved. So only a project whose own part
         moved, or that the sweep cannot tell, is read from its bundle; and a due project's lines
         are measured when its rerun starts (``Due.snapshot``), not here."""
         looked = self.ingested.look(ir=False)
         references = self.references()
-        teaching = Teaching.of(self.verdicts(ledger), self, looked)
+        teaching = self.teaching(ledger, looked)
         keys = self._sweep.keys(
             references.fit, {name: prices for name, (_f, _c, prices, _ir) in looked.items()}
         )

@@ -50,9 +50,10 @@ __all__ = ["Service"]
 IDLE_WAIT_CAP_S: Final = 10.0
 """The longest an idle loop sleeps when nothing is due sooner (a hint or a signal wakes it)."""
 IDLE_WAIT_FLOOR_S: Final = 0.01
-SWITCH_INTERVAL_S: Final = 0.0005
 """The shortest: what is due is handled when it is due (an entry's quiet period ends, a retry's
 back-off runs out), not a tick later; the floor only keeps a deadline just passed from spinning."""
+SWITCH_INTERVAL_S: Final = 0.0005
+"""How often the interpreter hands the GIL between threads (its default is 5 ms)."""
 STATUS_REFRESH_S: Final = 30.0
 """status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 

@@ -152,8 +152,8 @@ def ingest_verdict(
     retracted = False
     note: str | None = None
     try:
-        # The wiki's files (page, index, log) and the verdict's records are flushed at once:
-        # the records' commit flushes the file system, the wiki's files staged already with it.
+        # The wiki's files (page, index, log) are staged and made durable together at the
+        # block's end; on one file system the records' commit flushes them with the records.
         with published_together():
             if verdict.approves:
                 promoted = promote_verdict(

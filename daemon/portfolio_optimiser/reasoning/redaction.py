@@ -54,6 +54,11 @@ SECRET_SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     ("private-key-header", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")),
     ("bearer-token", re.compile(r"\b[Bb]earer\s+[A-Za-z0-9._~+/=-]{20,}")),
 )
+# Every shape at once, to pass over a text that has none in one scan rather than one a shape (most
+# texts have none; a record's strings were scanned ten times each, a third of its cost).
+_ANY_SHAPE: Final = re.compile(
+    "|".join(f"(?:{pattern.pattern})" for _kind, pattern in SECRET_SHAPES)
+)
 # name = value, keeping the name: password=…, "api_key": "…", AZURE_OPENAI_API_KEY=…
 _ASSIGNMENT: Final = re.compile(
     r"(?P<name>[A-Za-z0-9_.-]*(?:api[-_]?key|access[-_]?token|auth[-_]?token|secret[-_]?key|"
@@ -96,19 +101,21 @@ def scrub(text: str) -> Scrubbed:
             "the text carries a private key (a PRIVATE KEY header followed by its body); "
             "remove the key before it is recorded"
         )
-    for kind, pattern in SECRET_SHAPES:
-        clean, count = pattern.subn(f"[redacted:{kind}]", clean)
-        if count:
-            kinds.append(kind)
+    if _ANY_SHAPE.search(clean) is not None:
+        for kind, pattern in SECRET_SHAPES:
+            clean, count = pattern.subn(f"[redacted:{kind}]", clean)
+            if count:
+                kinds.append(kind)
 
     def _keep_name(match: re.Match[str]) -> str:
         if match.group("value").startswith("[redacted:"):
             return match.group(0)
         return f"{match.group('name')}{match.group('sep')}[redacted:assignment]"
 
-    clean, count = _ASSIGNMENT.subn(_keep_name, clean)
-    if count and "[redacted:assignment]" in clean:
-        kinds.append("assignment")
+    if ":" in clean or "=" in clean:  # no assignment without its sign
+        clean, count = _ASSIGNMENT.subn(_keep_name, clean)
+        if count and "[redacted:assignment]" in clean:
+            kinds.append("assignment")
     return Scrubbed(clean, tuple(kinds))
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -133,10 +135,7 @@ class Store:
                 f"`{where}` of the {body.kind} is empty once control characters are removed; write text"
             ) from None
         folder = self.root / task
-        taken = self._staging.seqs(folder)
-        if folder.is_dir():
-            taken.update(int(p.name[:4]) for p in folder.glob("[0-9][0-9][0-9][0-9]-*.json"))
-        seq = max(taken, default=0) + 1
+        seq = max(self._staging.seqs(folder) | _published_seqs(folder), default=0) + 1
         now = ctx.current()
         digest = hashlib.sha256(
             json.dumps([task, seq, now.isoformat(), clean], sort_keys=True).encode()
@@ -153,3 +152,15 @@ class Store:
         self._staging.stage(path, (record.model_dump_json(by_alias=True, indent=2) + "\n").encode())
         self._reader.wrote(loaded, f"{task}/{path.name}", record)
         return record
+
+
+_RECORD_NAME: Final = re.compile(r"[0-9]{4}-.*\.json")
+
+
+def _published_seqs(folder: Path) -> set[int]:
+    """The numbers of the records published in ``folder`` (one listing, no stat of each)."""
+    try:
+        with os.scandir(folder) as entries:
+            return {int(e.name[:4]) for e in entries if _RECORD_NAME.fullmatch(e.name)}
+    except (FileNotFoundError, NotADirectoryError):
+        return set()

@@ -18,7 +18,7 @@ from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.daemon import verdicts
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, Processor
 from portfolio_optimiser.daemon.retry import retry_quarantined
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend
@@ -289,6 +289,35 @@ def test_a_valid_verdict_is_ingested_at_once_and_promoted(
     assert front["verified"]["by"] == "human:KE"
     assert path.exists()  # never moved: the expert may still have it open
     assert "verdicts/c-d67b7045b6ae3f01.md" in (workspace.wiki / "index.md").read_text("utf-8")
+
+
+@pytest.mark.loadbearing
+def test_the_reruns_verdicts_call_for_wait_until_the_verdicts_are_quiet(
+    workspace: Workspace, processed: Processor, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An expert saving verdicts one after another is answered first: the look at the reruns
+    (which shares the interpreter with the verdicts' intake) is taken once, after the last."""
+    looks: list[float] = []
+    real = processed.desk.reruns
+
+    def reruns(stop: Any) -> list[Any]:
+        looks.append(clock())
+        return real(stop)
+
+    monkeypatch.setattr(processed.desk, "reruns", reruns)
+    data = template(workspace) | {"decision": "approved", "reviewer": "KE"}
+    for i in range(3):
+        processed.observe(save_verdict(workspace, data | {"rationale": f"Checked, {i}."}))
+        assert not processed.has_work()
+        assert processed.seconds_until_next() == pytest.approx(RERUNS_QUIET_S)
+        processed.step()
+        clock.advance(RERUNS_QUIET_S * 0.8)
+    assert looks == []  # each verdict came before the last one's quiet was over
+    clock.advance(RERUNS_QUIET_S * 0.2)
+    assert processed.has_work()
+    processed.step()
+    assert looks == [clock()]
+    assert not processed.has_work()
 
 
 def test_a_verdicts_wiki_files_and_records_are_flushed_together(

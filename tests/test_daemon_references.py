@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -122,8 +123,10 @@ def nok(value: float) -> str:
 def test_the_portfolio_report_counts_each_projects_latest_run_once_and_follows_verdicts(
     portfolio_run: tuple[Workspace, SyntheticPortfolio, list[object]],
     capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from portfolio_optimiser.cli import main
+    from portfolio_optimiser.daemon.desk import JobDesk
 
     ws, portfolio, _results = portfolio_run
     report = (ws.outbox / "portfolio.md").read_text("utf-8")
@@ -148,7 +151,16 @@ def test_the_portfolio_report_counts_each_projects_latest_run_once_and_follows_v
         "realization_rate": 0.5,
     }
     (ws.inbox_verdicts / template.name).write_text(json.dumps(data), "utf-8")
+    looks: list[int] = []
+    real_reruns = JobDesk.reruns
+
+    def reruns(desk: JobDesk, stop: Any) -> Any:
+        looks.append(1)
+        return real_reruns(desk, stop)
+
+    monkeypatch.setattr(JobDesk, "reruns", reruns)
     assert [getattr(r, "kind", "") for r in once(ws)] == ["verdict"]  # nothing moved
+    assert looks == [1]  # looked at in the same call: `once` waits for no more verdicts
     after = (ws.outbox / "portfolio.md").read_text("utf-8")
     saving = data["candidate"]["claimed_saving_nok"]
     assert f"experts approved {nok(saving)} NOK and expect {nok(saving * 0.5)} NOK" in after

@@ -59,6 +59,13 @@ class Verdict(BaseModel):
 
 def parse_verdict(data: bytes, source: str) -> Verdict:
     """Parse and validate the bytes of a verdict file named ``source``."""
+    return _parsed(data, source)
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(data: bytes, source: str) -> Verdict:
+    """The same bytes give the same verdict (it is frozen): a verdict taken in is parsed again
+    for the page and for each learning fold, and its schema check is most of its cost."""
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
@@ -31,7 +31,12 @@ from .stores import stores_for
 from .verdicts import VerdictState
 from .workspace import Workspace
 
-__all__ = ["ItemResult", "Processor"]
+__all__ = ["RERUNS_QUIET_S", "ItemResult", "Processor"]
+
+RERUNS_QUIET_S: Final = 0.25
+"""How long the verdicts must have been quiet before the reruns they call for are decided: an
+expert saving verdicts one after another is answered first, and the portfolio's look (which
+shares the interpreter with the verdicts' intake) is taken once after the last of them."""
 
 
 class Processor:
@@ -57,6 +62,8 @@ class Processor:
         self.reasoning_store = Store(workspace.state)
         """The process's one: the intake's verdicts and the jobs' runs record into it."""
         self._verdicts = threading.RLock()
+        self._verdict_at = float("-inf")
+        """When the last verdict was taken in (the processor's clock)."""
         """Verdicts are taken in one at a time, whichever thread takes them: the processing
         thread at a step, or the loop's while a run is in hand (``observe``)."""
         self._build(config, waiting={})
@@ -137,14 +144,18 @@ class Processor:
     def _verdict_done(self, result: ItemResult) -> ItemResult:
         """What an ingested verdict changes beyond the wiki: the page, and the reruns due."""
         if result.state == VerdictState.INGESTED.value:
+            self._verdict_at = self.clock()
             self.desk.reruns_due = True  # what experts taught may add a candidate somewhere
             self.desk.publish_portfolio(self.intake.ledger, verdict=result.candidate_id)
         return result
 
     # -- a step ----------------------------------------------------------------------------------
 
-    def step(self, *, stop: Callable[[], bool] = lambda: False) -> list[ItemResult]:
-        """Process everything that is ready now, one item at a time."""
+    def step(
+        self, *, stop: Callable[[], bool] = lambda: False, quiet_s: float = RERUNS_QUIET_S
+    ) -> list[ItemResult]:
+        """Process everything that is ready now, one item at a time; the reruns once the
+        verdicts have been quiet for ``quiet_s`` (``once`` waits for no more: 0)."""
         desk, results = self.desk, []
         desk.stopping = stop
         if self.recovery_due:
@@ -162,8 +173,7 @@ class Processor:
                 return results
             results.append(desk.retry(claimed))
         results.extend(self._waves(ready, stop))
-        if desk.reruns_due and not self.intake.bundles.pending_count and not stop():
-            # After the inbox: a portfolio still filling up would make each rerun stale at once.
+        if self._reruns_ready(quiet_s) and not stop():
             results.extend(desk.reruns(stop))
         self.history.extend(results)
         return results
@@ -207,9 +217,18 @@ class Processor:
         now = self.clock()
         if self.recovery_due or self.intake.due():
             return True
-        if self.desk.reruns_due and not self.intake.bundles.pending_count:
+        if self._reruns_ready():
             return True
         return next_retry(self.floor, now) <= now
+
+    def _reruns_ready(self, quiet_s: float = RERUNS_QUIET_S) -> bool:
+        """Reruns are decided once the inbox is quiet: no bundle pending (a portfolio still
+        filling up would make each rerun stale at once), no verdict in the last ``quiet_s``."""
+        return (
+            self.desk.reruns_due
+            and not self.intake.bundles.pending_count
+            and self.clock() - self._verdict_at >= quiet_s
+        )
 
     def seconds_until_next(self) -> float | None:
         """How long until ``step`` may find something due (a settling entry, a retry); None if
@@ -220,6 +239,8 @@ class Processor:
             self.intake.seconds_until_next(),
             next_retry(self.floor, self.clock()) - self.clock(),
         ]
+        if self.desk.reruns_due and not self.intake.bundles.pending_count:
+            waits.append(self._verdict_at + RERUNS_QUIET_S - self.clock())
         known = [w for w in waits if w is not None and w != float("inf")]
         return max(0.0, min(known)) if known else None
 

@@ -48,8 +48,8 @@ from typing import Any, Final
 
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.processor import Processor
-from portfolio_optimiser.daemon.service import Service
+from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, Processor
+from portfolio_optimiser.daemon.service import IDLE_CHORES_AFTER_S, Service
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.resources import commons_dir
 from tests.bench._table import Row, report
@@ -869,15 +869,29 @@ class Idle:
     cpu_ticks: float
     """The same from ``utime`` + ``stime`` (10 ms ticks)."""
     rss_mb: float
+    after_work_s: float
+    """CPU seconds the daemon spent on what it does once after work, before the window (in
+    10 ms ticks: the nanosecond counters leave out the threads that ended)."""
+    settle_s: float
 
     def describe(self, when: str) -> str:
-        return f"{self.cpu:.2%} {when} (utime+stime: {self.cpu_ticks:.2%})"
+        return (
+            f"{self.cpu:.2%} {when} (utime+stime: {self.cpu_ticks:.2%}; before the window, "
+            f"{self.after_work_s * 1000:.0f} ms of CPU once in {self.settle_s:g} s: the idle "
+            "chores and the reruns' look, deferred while work may still come)"
+        )
 
 
 def idle_window(daemon: DaemonProcess, scale: Scale) -> Idle:
-    """CPU share and VmRSS over an idle window, after a short settle."""
-    time.sleep(scale.idle_settle_s)
+    """CPU share and VmRSS over an idle window, after a settle that lets the daemon finish what
+    it defers after work (the engine closed and the memory given back once the loop has had
+    nothing to do for ``IDLE_CHORES_AFTER_S``; the reruns once the verdicts were quiet for
+    ``RERUNS_QUIET_S``): that one-off CPU is reported beside the window's share."""
+    settle_s = scale.idle_settle_s + IDLE_CHORES_AFTER_S + RERUNS_QUIET_S
+    work_before = process_cpu_s(daemon.pid)  # the ticks count threads that ended, too
+    time.sleep(settle_s)
     ticks_before, runtime_before = process_cpu_s(daemon.pid), process_runtime_s(daemon.pid)
+    after_work_s = ticks_before - work_before
     wall_before = time.perf_counter()
     time.sleep(scale.idle_window_s)
     ticks_after, runtime_after = process_cpu_s(daemon.pid), process_runtime_s(daemon.pid)
@@ -888,7 +902,7 @@ def idle_window(daemon: DaemonProcess, scale: Scale) -> Idle:
         if runtime_before is not None and runtime_after is not None
         else cpu_ticks
     )
-    return Idle(precise, cpu_ticks, rss_mb(daemon.pid))
+    return Idle(precise, cpu_ticks, rss_mb(daemon.pid), after_work_s, settle_s)
 
 
 @dataclass

@@ -54,6 +54,10 @@ IDLE_WAIT_FLOOR_S: Final = 0.01
 back-off runs out), not a tick later; the floor only keeps a deadline just passed from spinning."""
 SWITCH_INTERVAL_S: Final = 0.0005
 """How often the interpreter hands the GIL between threads (its default is 5 ms)."""
+IDLE_CHORES_AFTER_S: Final = 1.0
+"""How long the loop has had nothing to do before it closes the idle engine and gives back the
+memory the work freed: those take tens of milliseconds, and done at the first idle turn they held
+up the next verdict of an expert saving one after another."""
 STATUS_REFRESH_S: Final = 30.0
 """status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 
@@ -75,7 +79,9 @@ class _Loop:
     last_ping: float = 0.0
     last_seen: tuple[Any, ...] = ()
     trimmed: bool = False
-    """The memory the last work freed was given back (at the first idle turn after it)."""
+    """The memory the last work freed was given back (once idle for ``IDLE_CHORES_AFTER_S``)."""
+    active_at: float = -float("inf")
+    """When the loop last had something to do: a hint, or the processing thread's start or end."""
 
     @property
     def idle(self) -> bool:
@@ -165,6 +171,7 @@ class Service:
             while not self.stop.is_set() and not loop.failure:
                 if loop.worker is not None and not loop.worker.is_alive():
                     loop.worker = None
+                    loop.active_at = self.monotonic()
                 if loop.idle:
                     self._take_work(processor, loop)
                 self._keep_alive(processor, loop)
@@ -208,6 +215,7 @@ class Service:
                 target=self._work, args=(processor, loop), name="processor", daemon=True
             )
             loop.started, loop.trimmed = self.monotonic(), False
+            loop.active_at = loop.started
             loop.worker.start()
 
     def _work(self, processor: Processor, loop: _Loop) -> None:
@@ -254,22 +262,28 @@ class Service:
         """Until something happens: a hint, the processing thread's end, a stop or a reload —
         or, at the latest, the next thing due."""
         if loop.idle:
-            processor.desk.close_engine(idle_only=True)  # at the first idle tick (``durable``)
-            if not loop.trimmed:
-                give_back_memory()
-                loop.trimmed = True
+            chores_at = loop.active_at + IDLE_CHORES_AFTER_S
+            if self.monotonic() >= chores_at:
+                processor.desk.close_engine(idle_only=True)  # ``durable``
+                if not loop.trimmed:
+                    give_back_memory()
+                    loop.trimmed = True
             # Idle: woken by the first hint, so a verdict or a folder moved in is handled in
             # milliseconds; else at the next thing due (a settling entry, a retry, a watchdog
             # ping, a rescan), and at least every IDLE_WAIT_CAP_S: each wake-up costs CPU, and an
             # idle daemon should cost next to none.
             timeout = self._idle_wait(processor, loop)
+            if not loop.trimmed:
+                timeout = max(IDLE_WAIT_FLOOR_S, min(timeout, chores_at - self.monotonic()))
         else:
             # Busy: a verdict is taken in at once, here (an expert's answer never waits behind a
             # run); a bundle's hint is kept for when the processor is free again, and the
             # thread's end wakes the loop. The tick only paces the watchdog's pings meanwhile.
             timeout = self.tick_s
         with contextlib.suppress(queue.Empty):
-            self._keep(self.hints.get(timeout=timeout))
+            hint = self.hints.get(timeout=timeout)
+            loop.active_at = self.monotonic()
+            self._keep(hint)
         if not loop.idle:
             verdicts = self.workspace.inbox_verdicts
             for entry in [e for e in self._early if e.parent == verdicts]:

@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from portfolio_optimiser._atomic import publish_text
 
 from .errors import IngestStampError
-from .frontmatter import decode_text
+from .frontmatter import decode_text, dump_frontmatter
 from .navigate import RESERVED_NAMES
 
 __all__ = ["LogKind", "link_in_index", "prepend_log", "render_concept", "write_concept_file"]
@@ -39,7 +37,7 @@ def render_concept(frontmatter: Mapping[str, Any], body: str) -> str:
     kind = frontmatter.get("type")
     if not isinstance(kind, str) or not kind.strip():
         raise ValueError("a concept needs a non-empty 'type' in its frontmatter (OKF §4.1)")
-    header = yaml.safe_dump(dict(frontmatter), sort_keys=False, allow_unicode=True, width=100)
+    header = dump_frontmatter(frontmatter)
     return f"---\n{header}---\n\n{body.strip()}\n"
 
 

@@ -20,11 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.context.errors import BundleError
-from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.context.frontmatter import dump_frontmatter, read_concept
 from portfolio_optimiser.context.reference import (
     Comparable,
     ReferenceIndex,
@@ -70,7 +68,7 @@ def _render(code: str, unit: str, rows: list[tuple[str, str]], manifest: dict[st
         "generated": True,
     }
     header = (
-        yaml.safe_dump(frontmatter, sort_keys=False, allow_unicode=True, width=100)
+        dump_frontmatter(frontmatter)
         + f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n"
         + "comparables:"
         + "".join(entry for entry, _cells in rows)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -189,3 +190,37 @@ def test_the_daemon_switches_threads_often_enough_for_a_verdict_taken_in_beside_
         wait_for(lambda: bool(asked), timeout_s=30, what="the switch interval set")
     assert asked == [service.SWITCH_INTERVAL_S]
     assert service.SWITCH_INTERVAL_S <= 0.001
+
+
+@pytest.mark.loadbearing
+def test_a_changed_status_waits_while_hints_are_queued(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two verdicts of a burst the status is not written (its two flushes held up the
+    next verdict by a millisecond): it is said once the hints are drained, or after
+    ``STATUS_HELD_AT_MOST_S`` of a stream that never drains."""
+    from portfolio_optimiser.daemon import service as service_module
+
+    _ws, service = service_on(tmp_path, tick_s=TICK_S)
+    now = [100.0]
+    said: list[float] = []
+    service.monotonic = lambda: now[0]
+    monkeypatch.setattr(service, "_status", lambda *_a, **_k: "status")
+    monkeypatch.setattr(service, "_publish_status", lambda *_a: said.append(now[0]))
+    processor = SimpleNamespace(desk=object(), history=[], pending=lambda: 0, waiting={})
+    watcher = SimpleNamespace(alive=lambda: True, method="inotify")
+    loop = service_module._Loop(watcher, None, None)  # type: ignore[arg-type]
+
+    service._keep_alive(processor, loop)
+    assert said == [100.0]
+    processor.history.append("a verdict")
+    service.hints.put(None)  # the next verdict's hint, already queued
+    service._keep_alive(processor, loop)
+    assert said == [100.0], "said between two verdicts of a burst"
+    now[0] += service_module.STATUS_HELD_AT_MOST_S
+    service._keep_alive(processor, loop)
+    assert said == [100.0, now[0]], "held past its bound by a stream of hints"
+    processor.history.append("another verdict")
+    service.hints.get_nowait()  # drained
+    service._keep_alive(processor, loop)
+    assert said == [100.0, now[0], now[0]]

@@ -59,6 +59,9 @@ IDLE_CHORES_AFTER_S: Final = 1.0
 memory the work freed: those take tens of milliseconds, and done at the first idle turn they held
 up the next verdict of an expert saving one after another."""
 STATUS_REFRESH_S: Final = 30.0
+STATUS_HELD_AT_MOST_S: Final = 1.0
+"""How long a changed status waits while hints are queued: written between two verdicts of a
+burst, it held up the next one by its two flushes (about a millisecond)."""
 """status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 
 
@@ -78,6 +81,8 @@ class _Loop:
     last_rescan: float = -float("inf")
     last_ping: float = 0.0
     last_seen: tuple[Any, ...] = ()
+    said_at: float = -float("inf")
+    """When the status was last said (``last_seen``)."""
     trimmed: bool = False
     """The memory the last work freed was given back (once idle for ``IDLE_CHORES_AFTER_S``)."""
     active_at: float = -float("inf")
@@ -250,8 +255,9 @@ class Service:
             loop.idle,
             int(now // STATUS_REFRESH_S),  # refreshed now and then for `retry` from a shell
         )
-        if seen != loop.last_seen:
-            loop.last_seen = seen
+        held = not self.hints.empty() and now - loop.said_at < STATUS_HELD_AT_MOST_S
+        if seen != loop.last_seen and not held:
+            loop.last_seen, loop.said_at = seen, now
             self.notifier.status(self._status(processor, loop.watcher, busy=not loop.idle))
             if loop.idle:
                 self._publish_status(processor, "running", loop.watcher.method)

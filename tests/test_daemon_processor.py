@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.daemon import verdicts
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, Processor
+from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, STALE_TEMPORARY_S, Processor
 from portfolio_optimiser.daemon.retry import retry_quarantined
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend
@@ -970,3 +971,42 @@ def test_a_rerun_put_off_is_given_up_with_its_hold_once_the_portfolio_moves_past
     supersede(processor.ledger, folder, "b" * 64)
     assert processor.ledger.jobs.get(put_off.identity) is None
     assert processor.ledger.budget.reserved_tokens() == 0
+
+
+@pytest.mark.loadbearing
+def test_a_killed_writers_temporary_files_are_swept_at_the_next_start_and_nothing_else(
+    workspace: Workspace, processor: Processor
+) -> None:
+    """A process killed between writing a file beside its name and renaming it leaves a hidden
+    temporary; the next start removes those an hour old, and nothing a writer still holds, nothing
+    young, nothing of another name, nothing in a planner's own folders."""
+    hour_and_more = time.time() - STALE_TEMPORARY_S - 60
+    left = [
+        workspace.wiki / "verdicts" / ".c-0123456789abcdef.md.abcd1234.tmp",
+        workspace.outbox / ".portfolio.md.zz_9y8x7.tmp",
+        workspace.state / ".status.json.q1w2e3r4.tmp",
+        workspace.state / "reasoning" / "run-1" / ".0001-as-0123456789.json.k2j3h4g5.tmp",
+    ]
+    young = workspace.outbox / ".spend.json.young123.tmp"
+    kept = [
+        workspace.inbox_projects / "school" / ".cost.md.abcd1234.tmp",  # a planner's file
+        workspace.outbox / ".notes.tmp",  # not a name this product writes
+        workspace.wiki / "verdicts" / "c-0123456789abcdef.md",
+    ]
+    staged_as = workspace.state / "reasoning" / "run-2" / "0001-as-9876543210.json"
+    store = processor.reasoning_store
+    store._staging.stage(staged_as, b"{}\n")  # staged, not yet published: the writer's own
+    [staged] = store._staging.temporaries()
+    for path in [*left, young, *kept]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x", encoding="utf-8")
+    for path in [*left, *kept, staged]:
+        os.utime(path, (hour_and_more, hour_and_more))
+
+    processor.recover()
+
+    assert [path for path in left if path.exists()] == []
+    assert young.exists() and staged.exists()
+    assert all(path.exists() for path in kept)
+    store.commit()
+    assert staged_as.read_bytes() == b"{}\n"

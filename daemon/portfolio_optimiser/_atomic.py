@@ -10,12 +10,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from ._libc import libc_function
 
@@ -26,8 +28,13 @@ __all__ = [
     "publish_text",
     "published_together",
     "stage_bytes",
+    "sweep_temporaries",
     "write_tree",
 ]
+
+_TEMPORARY: Final = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp")
+"""A temporary file this module writes beside a file's name (``stage_bytes``): ``mkstemp``'s
+eight random characters between the name and ``.tmp``."""
 
 
 def fsync_dir(directory: Path) -> None:
@@ -67,6 +74,27 @@ def stage_bytes(path: Path, data: bytes, mode: int = 0o644) -> Path:
     finally:
         os.close(fd)
     return Path(tmp)
+
+
+def sweep_temporaries(
+    folder: Path, *, older_than_s: float, now: float, keep: Collection[Path] = ()
+) -> list[Path]:
+    """Remove the temporary files in ``folder`` (not below it) that a process killed between
+    writing and renaming them left, untouched for ``older_than_s`` (``now``: seconds since the
+    epoch, as mtimes are), but those in ``keep`` (still to be published); returns them. No reader
+    takes a temporary file for the file it stands beside, so they only take space."""
+    removed: list[Path] = []
+    try:
+        with os.scandir(folder) as listing:
+            found = [Path(e.path) for e in listing if _TEMPORARY.fullmatch(e.name) and e.is_file()]
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for path in sorted(set(found) - set(keep)):
+        with contextlib.suppress(FileNotFoundError):
+            if now - path.stat().st_mtime >= older_than_s:
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 @dataclass

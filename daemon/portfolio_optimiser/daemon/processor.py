@@ -11,10 +11,12 @@ job desk's (``desk``). One of each per process, over one portfolio and one reaso
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from portfolio_optimiser._atomic import sweep_temporaries
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.store import Store
@@ -33,6 +35,9 @@ from .workspace import Workspace
 
 __all__ = ["RERUNS_QUIET_S", "ItemResult", "Processor"]
 
+STALE_TEMPORARY_S: Final = 3600.0
+"""How old a temporary file is before it is taken for a killed process's (Maildir waits 36 h for
+a whole message; a file here is renamed within seconds of being written)."""
 RERUNS_QUIET_S: Final = 0.25
 """How long the verdicts must have been quiet before the reruns they call for are decided: an
 expert saving verdicts one after another is answered first, and the portfolio's look (which
@@ -210,7 +215,20 @@ class Processor:
 
     def recover(self) -> list[ItemResult]:
         self.recovery_due = False
+        self.sweep_temporaries()
         return self.desk.recover()
+
+    def sweep_temporaries(self) -> list[Path]:
+        """The temporary files killed processes left beside what they published, an hour old or
+        more (a live writer renames or links its own within seconds), kept from any file this
+        process has still to publish."""
+        now = time.time()
+        removed = self.reasoning_store.sweep_temporaries(older_than_s=STALE_TEMPORARY_S, now=now)
+        for folder in self.workspace.published_folders():
+            removed += sweep_temporaries(folder, older_than_s=STALE_TEMPORARY_S, now=now)
+        if removed:
+            self.log.info("temporary files swept", count=len(removed), first=str(removed[0]))
+        return removed
 
     def has_work(self) -> bool:
         """Whether ``step`` would find something to do now."""

@@ -109,6 +109,23 @@ class Workspace:
     def status_file(self) -> Path:
         return self.state / "status.json"
 
+    def published_folders(self) -> tuple[Path, ...]:
+        """The folders the product publishes single files in (written beside their names, then
+        renamed): where a process killed in between leaves a temporary file. A run's folders are
+        published whole, and swept apart (``sweep_stale``); the reasoning store sweeps its own."""
+        return (
+            self.root,
+            self.root / "shared" / "schemas",
+            self.inbox_verdicts,
+            self.outbox,
+            self.failed,
+            self.duplicates,
+            self.references,
+            self.wiki,
+            self.wiki / "verdicts",
+            self.state,
+        )
+
     def ensure(self) -> None:
         for folder in (
             self.inbox_projects,

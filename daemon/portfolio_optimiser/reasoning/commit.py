@@ -105,6 +105,11 @@ class Staging:
             pending = [*self._committing_now, *self._staged]
             return {int(s.path.name[:4]) for s in pending if s.path.parent == folder}
 
+    def temporaries(self) -> set[Path]:
+        """The temporary files of the records staged and not yet published."""
+        with self._lock:
+            return {s.tmp for s in [*self._committing_now, *self._staged]}
+
     def names(self) -> set[str]:
         """The staged records' names under the root (``task/file``), not yet published."""
         with self._lock:

@@ -22,6 +22,8 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
+from portfolio_optimiser._atomic import sweep_temporaries
+
 from .admission import admit, parse_input
 from .commit import Disk, Staging
 from .queries import (
@@ -97,6 +99,20 @@ class Store:
         """Every record staged so far, durable and readable by other processes: one flush for
         the batch. Raises :class:`NameTaken` if another writer broke the one-writer rule."""
         self._publish(report=True)
+
+    def sweep_temporaries(self, *, older_than_s: float, now: float) -> list[Path]:
+        """The temporary files a killed writer left in the task folders (``sweep_temporaries``),
+        but those of records this store has staged and not yet published."""
+        keep = self._staging.temporaries()
+        try:
+            with os.scandir(self.root) as listing:
+                folders = sorted(Path(e.path) for e in listing if e.is_dir())
+        except FileNotFoundError:
+            return []
+        removed: list[Path] = []
+        for folder in folders:
+            removed += sweep_temporaries(folder, older_than_s=older_than_s, now=now, keep=keep)
+        return removed
 
     def _publish(self, *, report: bool) -> None:
         for path in self._staging.commit(report=report):

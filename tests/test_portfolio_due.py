@@ -228,3 +228,28 @@ def test_an_own_part_an_earlier_version_kept_is_read_without_its_codes(tmp_path:
             "new": ("i1", ["x"], frozenset({"21", "22"})),
             "old": ("i0", ["y"], None),
         }
+
+
+def test_the_look_holds_the_garbage_collector_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every full collection during the look walked all that the events since the start left
+    (0.6 s of a look's 4.3 at ten thousand projects); it is held off, and given back after."""
+    import gc
+
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    seen: list[bool] = []
+    with Ledger.open(ws.ledger_file) as ledger:
+        portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
+        real_look = portfolio.ingested.look
+
+        def look(**kwargs: object) -> object:
+            seen.append(gc.isenabled())
+            return real_look(**kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(portfolio.ingested, "look", look)
+        assert gc.isenabled()
+        portfolio.due(ledger)
+    assert seen == [False]
+    assert gc.isenabled()

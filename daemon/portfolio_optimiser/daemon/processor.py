@@ -33,7 +33,7 @@ from .stores import stores_for
 from .verdicts import VerdictState
 from .workspace import Workspace
 
-__all__ = ["RERUNS_QUIET_S", "ItemResult", "Processor"]
+__all__ = ["RERUNS_QUIET_S", "STALE_TEMPORARY_S", "ItemResult", "Processor"]
 
 STALE_TEMPORARY_S: Final = 3600.0
 """How old a temporary file is before it is taken for a killed process's (Maildir waits 36 h for
@@ -67,10 +67,10 @@ class Processor:
         self.reasoning_store = Store(workspace.state)
         """The process's one: the intake's verdicts and the jobs' runs record into it."""
         self._verdicts = threading.RLock()
-        self._verdict_at = float("-inf")
-        """When the last verdict was taken in (the processor's clock)."""
         """Verdicts are taken in one at a time, whichever thread takes them: the processing
         thread at a step, or the loop's while a run is in hand (``observe``)."""
+        self._verdict_at = float("-inf")
+        """When the last verdict was taken in (the processor's clock)."""
         self._build(config, waiting={})
 
     def _build(self, config: Config, *, waiting: dict[str, str]) -> None:

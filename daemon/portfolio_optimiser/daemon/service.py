@@ -59,10 +59,10 @@ IDLE_CHORES_AFTER_S: Final = 1.0
 memory the work freed: those take tens of milliseconds, and done at the first idle turn they held
 up the next verdict of an expert saving one after another."""
 STATUS_REFRESH_S: Final = 30.0
+"""status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 STATUS_HELD_AT_MOST_S: Final = 1.0
 """How long a changed status waits while hints are queued: written between two verdicts of a
 burst, it held up the next one by its two flushes (about a millisecond)."""
-"""status.json and systemd's STATUS= are recomputed at least this often while nothing happens."""
 
 
 @dataclass

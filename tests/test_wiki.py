@@ -5,10 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from portfolio_optimiser.context.errors import IngestStampError
-from portfolio_optimiser.context.frontmatter import read_concept
-from portfolio_optimiser.context.wiki import link_in_index, prepend_log, write_concept_file
+from portfolio_optimiser.context.frontmatter import parse_concept, read_concept
+from portfolio_optimiser.context.wiki import (
+    link_in_index,
+    prepend_log,
+    render_concept,
+    write_concept_file,
+)
 
 
 @pytest.mark.loadbearing
@@ -83,3 +90,24 @@ def test_the_log_is_newest_first(tmp_path: Path) -> None:
 def test_a_log_day_must_be_a_date(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         prepend_log(tmp_path, day="yesterday", kind="Update", text="x")
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=300)
+_VALUE = st.one_of(
+    _TEXT,
+    st.integers(min_value=-(10**15), max_value=10**15),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.none(),
+    st.lists(_TEXT, max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(["a", "b", "rationale", "codes"]), _VALUE))
+def test_any_frontmatter_written_reads_back_as_it_was(values: dict[str, object]) -> None:
+    """Pages are written by libyaml's emitter where PyYAML has it, which folds long quoted
+    strings elsewhere than PyYAML's own: whatever the text, a page reads back as it was written."""
+    frontmatter = {"type": "verdict", **values}
+    text = render_concept(frontmatter, "Body.\n")
+    assert parse_concept(text.encode("utf-8"), "c.md").frontmatter == frontmatter

@@ -74,3 +74,29 @@ def test_an_exclusive_publish_is_never_deferred(tmp_path: Path) -> None:
         assert (tmp_path / "record.json").is_file()
         with pytest.raises(FileExistsError):
             publish_text(tmp_path / "record.json", "{}", exclusive=True)
+
+
+def test_a_block_a_later_flush_put_on_disk_is_not_flushed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verdict's records are committed inside its wiki's block: their flush of the file system
+    began after the wiki's files were written, so it put them on disk too, and the block does not
+    flush again; a file written after that flush is flushed at the block's end."""
+    flushes: list[Path] = []
+    real_flush = _atomic.flush_file_system
+
+    def flush(folder: Path) -> None:
+        flushes.append(folder)
+        real_flush(folder)
+
+    monkeypatch.setattr(_atomic, "flush_file_system", flush)
+    with published_together():
+        publish_text(tmp_path / "a.md", "a")
+        _atomic.flush_file_system(tmp_path)  # as the records' commit does
+    assert len(flushes) == 1
+    assert (tmp_path / "a.md").read_text("utf-8") == "a"
+    with published_together():
+        publish_text(tmp_path / "b.md", "b")
+        _atomic.flush_file_system(tmp_path)
+        publish_text(tmp_path / "c.md", "c")  # written after that flush
+    assert len(flushes) == 3

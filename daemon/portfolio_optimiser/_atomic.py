@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import Collection, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -46,21 +48,36 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_FLUSHED: dict[int, int] = {}
+"""By file system (``st_dev``): when the last flush of it that succeeded began
+(``time.monotonic_ns``). Whatever was written before then is on disk."""
+_FLUSHED_LOCK = threading.Lock()
+
+
 def flush_file_system(folder: Path) -> None:
     """Every file written so far on ``folder``'s file system on disk, at once: ``syncfs`` where
     the C library has it (Linux), else ``sync``. One flush for many files, where an fsync each
     costs a journal commit each."""
-    syncfs = libc_function("syncfs")
-    if syncfs is None:
-        os.sync()
-        return
+    began = time.monotonic_ns()
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
-        if syncfs(fd) != 0:
+        device = os.fstat(fd).st_dev
+        syncfs = libc_function("syncfs")
+        if syncfs is None:
+            os.sync()
+        elif syncfs(fd) != 0:
             error = ctypes.get_errno()
             raise OSError(error, os.strerror(error), str(folder))
     finally:
         os.close(fd)
+    with _FLUSHED_LOCK:
+        _FLUSHED[device] = max(_FLUSHED.get(device, began), began)
+
+
+def _flushed_since(device: int, written: int) -> bool:
+    """Whether a flush of this file system began after ``written`` (``time.monotonic_ns``)."""
+    with _FLUSHED_LOCK:
+        return _FLUSHED.get(device, -1) > written
 
 
 def stage_bytes(path: Path, data: bytes, mode: int = 0o644) -> Path:
@@ -101,6 +118,8 @@ def sweep_temporaries(
 class _Together:
     staged: dict[Path, Path] = field(default_factory=dict)
     """Each file published in the block, by its name: the temporary file holding its bytes."""
+    written: int = 0
+    """When the last of them was written (``time.monotonic_ns``)."""
 
 
 _TOGETHER: ContextVar[_Together | None] = ContextVar("_TOGETHER", default=None)
@@ -132,10 +151,13 @@ def published_together() -> Iterator[None]:
         _TOGETHER.reset(token)
     if not batch.staged:
         return
-    # One flush for each file system the files are on (the wiki and the outbox may be apart).
+    # One flush for each file system the files are on (the wiki and the outbox may be apart),
+    # unless one began after the last file was written: a verdict's records are committed in
+    # the block, and their flush put the wiki's files on disk too.
     folders = sorted({path.parent for path in batch.staged})
-    for folder in {folder.stat().st_dev: folder for folder in folders}.values():
-        flush_file_system(folder)
+    for device, folder in {folder.stat().st_dev: folder for folder in folders}.items():
+        if not _flushed_since(device, batch.written):
+            flush_file_system(folder)
     for path, tmp in batch.staged.items():
         tmp.replace(path)
     for folder in folders:
@@ -155,6 +177,7 @@ def publish_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: in
         if earlier is not None:
             earlier.unlink(missing_ok=True)
         batch.staged[path] = stage_bytes(path, data, mode)
+        batch.written = time.monotonic_ns()
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -183,11 +183,9 @@ def run_identity(content: str, version: str) -> str:
 
 @contextlib.contextmanager
 def _uncollected() -> Iterator[None]:
-    """The garbage collector held off while the classes are rebuilt and the reruns decided (at
-    every settle): at a start of ten thousand projects the rebuild makes over a million objects
-    that live on, and each full collection on the way walked all of them again (a third of the
-    start's time); the reruns' look makes fewer, but every collection walks what every event
-    since the start made (0.6 s of a look's 4.3 at ten thousand)."""
+    """The garbage collector held off while the classes are rebuilt and the reruns decided: each
+    full collection on the way walked every object the start and the events since made (a third
+    of a start's time at ten thousand projects, 0.6 s of a look's 4.3)."""
     was = gc.isenabled()
     gc.disable()
     try:
@@ -330,9 +328,8 @@ class Portfolio:
         at once from the compact index (``ReferenceSweep``). Its own part (the kuttliste, the
         experts' approvals) is kept in the ledger with the digest of its content and of the
         teaching that can reach it (``Teaching.digest_for``), and computed again only when either
-        moved. So only a project whose own part
-        moved, or that the sweep cannot tell, is read from its bundle; and a due project's lines
-        are measured when its rerun starts (``Due.snapshot``), not here."""
+        moved. So only a project whose own part moved, or that the sweep cannot tell, is read from
+        its bundle; and a due project's lines are measured when its rerun starts, not here."""
         with _uncollected():
             return self._due(ledger)
 

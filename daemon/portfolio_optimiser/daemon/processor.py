@@ -215,20 +215,10 @@ class Processor:
 
     def recover(self) -> list[ItemResult]:
         self.recovery_due = False
-        self.sweep_temporaries()
+        swept = sweep_stale_temporaries(self.workspace, self.reasoning_store)
+        if swept:
+            self.log.info("temporary files swept", count=len(swept), first=str(swept[0]))
         return self.desk.recover()
-
-    def sweep_temporaries(self) -> list[Path]:
-        """The temporary files killed processes left beside what they published, an hour old or
-        more (a live writer renames or links its own within seconds), kept from any file this
-        process has still to publish."""
-        now = time.time()
-        removed = self.reasoning_store.sweep_temporaries(older_than_s=STALE_TEMPORARY_S, now=now)
-        for folder in self.workspace.published_folders():
-            removed += sweep_temporaries(folder, older_than_s=STALE_TEMPORARY_S, now=now)
-        if removed:
-            self.log.info("temporary files swept", count=len(removed), first=str(removed[0]))
-        return removed
 
     def has_work(self) -> bool:
         """Whether ``step`` would find something to do now."""
@@ -271,3 +261,14 @@ class Processor:
 
     def abandon_run(self) -> None:
         self.desk.host.abandon_run()
+
+
+def sweep_stale_temporaries(workspace: Workspace, store: Store) -> list[Path]:
+    """The temporary files killed processes left beside what they published, an hour old or
+    more (a live writer renames or links its own within seconds), but any the store has still
+    to publish."""
+    now = time.time()
+    removed = store.sweep_temporaries(older_than_s=STALE_TEMPORARY_S, now=now)
+    for folder in workspace.published_folders():
+        removed += sweep_temporaries(folder, older_than_s=STALE_TEMPORARY_S, now=now)
+    return removed

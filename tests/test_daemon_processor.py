@@ -18,8 +18,9 @@ import structlog
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.daemon import verdicts
+from portfolio_optimiser.daemon.claim import STALE_TEMPORARY_S
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, STALE_TEMPORARY_S, Processor
+from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, Processor
 from portfolio_optimiser.daemon.retry import retry_quarantined
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend

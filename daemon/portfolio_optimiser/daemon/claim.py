@@ -31,6 +31,7 @@ from portfolio_optimiser._atomic import fsync_dir
 from portfolio_optimiser.errors import UserError
 
 __all__ = [
+    "STALE_TEMPORARY_S",
     "TMP_PREFIX",
     "ClaimError",
     "claim",
@@ -45,6 +46,9 @@ __all__ = [
 
 # Work folders built beside their destination and renamed into place when complete (Maildir tmp/).
 TMP_PREFIX: Final = ".tmp-"
+STALE_TEMPORARY_S: Final = 3600.0
+"""How old a temporary file or folder is before a start takes it for a killed process's (Maildir
+waits 36 h for a whole message; a file here is renamed within seconds of being written)."""
 
 _CHUNK_BYTES: Final = 1 << 20
 _NAME_MAX_BYTES: Final = 255  # NAME_MAX on Linux, macOS and the BSDs

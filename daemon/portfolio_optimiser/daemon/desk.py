@@ -14,12 +14,15 @@ portfolio moved under.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from portfolio_optimiser._atomic import sweep_temporaries
+
+from .claim import STALE_TEMPORARY_S, original_name, recover, sweep_stale
 from .claim import claim as claim_entry
-from .claim import original_name, recover, sweep_stale
 from .claims import Claim, Floor, InboxClaim, take_claim
 from .decide import Duplicate, LedgerView, New, Refused, Resume, TakeOver, Wait, decide
 from .engine import EngineSettings, JobEngine, Submitted, open_engine
@@ -243,6 +246,17 @@ class JobDesk:
 
     # -- recovery and retries ---------------------------------------------------------------------
 
+    def _sweep_temporaries(self) -> None:
+        """The temporary files killed processes left beside what they published, an hour old or
+        more (a live writer renames or links its own within seconds), but any the reasoning store
+        has still to publish. ``time.time``: they are measured against their mtimes."""
+        now, store = time.time(), self.host.reasoning_store
+        swept = store.sweep_temporaries(older_than_s=STALE_TEMPORARY_S, now=now)
+        for folder in self.floor.workspace.published_folders():
+            swept += sweep_temporaries(folder, older_than_s=STALE_TEMPORARY_S, now=now)
+        if swept:
+            self.floor.log.info("temporary files swept", count=len(swept), first=str(swept[0]))
+
     def recover(self) -> list[ItemResult]:
         """Finish what a crash left: the engine first finishes the jobs it had under way here
         (each from the stage its ledger row says), then each input still claimed goes the one
@@ -252,7 +266,8 @@ class JobDesk:
         runs = floor.workspace.outbox / "runs"
         for project in sorted(runs.iterdir()) if runs.is_dir() else []:
             if project.is_dir():
-                sweep_stale(project, older_than_s=3600, now=floor.clock())
+                sweep_stale(project, older_than_s=STALE_TEMPORARY_S, now=floor.clock())
+        self._sweep_temporaries()
         # The daemon is alone at start (one per workspace, one per shared database): a hold whose
         # job has ended or never began (a kill between the two) is given back.
         for identity in floor.ledger.budget.holders():

@@ -11,12 +11,10 @@ job desk's (``desk``). One of each per process, over one portfolio and one reaso
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from portfolio_optimiser._atomic import sweep_temporaries
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.store import Store
@@ -33,11 +31,8 @@ from .stores import stores_for
 from .verdicts import VerdictState
 from .workspace import Workspace
 
-__all__ = ["RERUNS_QUIET_S", "STALE_TEMPORARY_S", "ItemResult", "Processor"]
+__all__ = ["RERUNS_QUIET_S", "ItemResult", "Processor"]
 
-STALE_TEMPORARY_S: Final = 3600.0
-"""How old a temporary file is before it is taken for a killed process's (Maildir waits 36 h for
-a whole message; a file here is renamed within seconds of being written)."""
 RERUNS_QUIET_S: Final = 0.25
 """How long the verdicts must have been quiet before the reruns they call for are decided: an
 expert saving verdicts one after another is answered first, and the portfolio's look (which
@@ -178,7 +173,7 @@ class Processor:
                 return results
             results.append(desk.retry(claimed))
         results.extend(self._waves(ready, stop))
-        if self._reruns_ready(quiet_s) and not stop():
+        if self._reruns_in(quiet_s) == 0.0 and not stop():
             results.extend(desk.reruns(stop))
         self.history.extend(results)
         return results
@@ -215,9 +210,6 @@ class Processor:
 
     def recover(self) -> list[ItemResult]:
         self.recovery_due = False
-        swept = sweep_stale_temporaries(self.workspace, self.reasoning_store)
-        if swept:
-            self.log.info("temporary files swept", count=len(swept), first=str(swept[0]))
         return self.desk.recover()
 
     def has_work(self) -> bool:
@@ -225,18 +217,17 @@ class Processor:
         now = self.clock()
         if self.recovery_due or self.intake.due():
             return True
-        if self._reruns_ready():
+        if self._reruns_in() == 0.0:
             return True
         return next_retry(self.floor, now) <= now
 
-    def _reruns_ready(self, quiet_s: float = RERUNS_QUIET_S) -> bool:
-        """Reruns are decided once the inbox is quiet: no bundle pending (a portfolio still
-        filling up would make each rerun stale at once), no verdict in the last ``quiet_s``."""
-        return (
-            self.desk.reruns_due
-            and not self.intake.bundles.pending_count
-            and self.clock() - self._verdict_at >= quiet_s
-        )
+    def _reruns_in(self, quiet_s: float = RERUNS_QUIET_S) -> float | None:
+        """Seconds until the reruns due may be decided (0.0: now), None while none are due or a
+        bundle is pending (a portfolio still filling up would make each rerun stale at once).
+        They wait until no verdict has come in for ``quiet_s``."""
+        if not self.desk.reruns_due or self.intake.bundles.pending_count:
+            return None
+        return max(0.0, quiet_s - (self.clock() - self._verdict_at))
 
     def seconds_until_next(self) -> float | None:
         """How long until ``step`` may find something due (a settling entry, a retry); None if
@@ -246,9 +237,8 @@ class Processor:
         waits = [
             self.intake.seconds_until_next(),
             next_retry(self.floor, self.clock()) - self.clock(),
+            self._reruns_in(),
         ]
-        if self.desk.reruns_due and not self.intake.bundles.pending_count:
-            waits.append(self._verdict_at + RERUNS_QUIET_S - self.clock())
         known = [w for w in waits if w is not None and w != float("inf")]
         return max(0.0, min(known)) if known else None
 
@@ -261,14 +251,3 @@ class Processor:
 
     def abandon_run(self) -> None:
         self.desk.host.abandon_run()
-
-
-def sweep_stale_temporaries(workspace: Workspace, store: Store) -> list[Path]:
-    """The temporary files killed processes left beside what they published, an hour old or
-    more (a live writer renames or links its own within seconds), but any the store has still
-    to publish."""
-    now = time.time()
-    removed = store.sweep_temporaries(older_than_s=STALE_TEMPORARY_S, now=now)
-    for folder in workspace.published_folders():
-        removed += sweep_temporaries(folder, older_than_s=STALE_TEMPORARY_S, now=now)
-    return removed

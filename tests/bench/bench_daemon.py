@@ -228,14 +228,14 @@ class LedgerProbe:
         return int(count)
 
     def settled_bundles(self) -> int:
-        (count,) = self._db.execute(
-            "SELECT COUNT(*) FROM items WHERE kind = 'bundle' AND state IN ('done', 'failed')"
-        ).fetchone()
-        return int(count)
+        return self._bundles("IN")
 
     def unsettled_bundles(self) -> int:
+        return self._bundles("NOT IN")
+
+    def _bundles(self, settled: str) -> int:
         (count,) = self._db.execute(
-            "SELECT COUNT(*) FROM items WHERE kind = 'bundle' AND state NOT IN ('done', 'failed')"
+            f"SELECT COUNT(*) FROM items WHERE kind = 'bundle' AND state {settled} ('done', 'failed')"
         ).fetchone()
         return int(count)
 

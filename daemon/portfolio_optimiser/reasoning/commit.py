@@ -101,20 +101,20 @@ class Staging:
 
     def seqs(self, folder: Path) -> set[int]:
         """The numbers staged in ``folder`` and not yet published."""
-        with self._lock:
-            pending = [*self._committing_now, *self._staged]
-            return {int(s.path.name[:4]) for s in pending if s.path.parent == folder}
+        return {int(s.path.name[:4]) for s in self._pending() if s.path.parent == folder}
 
     def temporaries(self) -> set[Path]:
         """The temporary files of the records staged and not yet published."""
-        with self._lock:
-            return {s.tmp for s in [*self._committing_now, *self._staged]}
+        return {s.tmp for s in self._pending()}
 
     def names(self) -> set[str]:
         """The staged records' names under the root (``task/file``), not yet published."""
+        return {f"{s.path.parent.name}/{s.path.name}" for s in self._pending()}
+
+    def _pending(self) -> list[_Staged]:
+        """The records staged and not yet published: the batch committing now and the next."""
         with self._lock:
-            pending = [*self._committing_now, *self._staged]
-            return {f"{s.path.parent.name}/{s.path.name}" for s in pending}
+            return [*self._committing_now, *self._staged]
 
     def commit(self, *, report: bool = True) -> list[Path]:
         """Every record staged so far, durable: the paths published by this batch, in order.

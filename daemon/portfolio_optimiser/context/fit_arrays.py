@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from .fit_kernels import levels
+
 if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
     from .reference import Comparable
 
@@ -35,12 +37,12 @@ __all__ = [
     "MAD_TO_SIGMA",
     "Entries",
     "Groups",
+    "Levels",
     "Lines",
     "Spread",
     "class_rank",
     "dense_ranks",
     "median_without",
-    "theil_sen",
     "theil_sen_points",
 ]
 
@@ -53,8 +55,8 @@ SLOPE_LINES: Final = 6
 """A slope (how much more the volatile codes lean) needs this many lines of distinct spreads."""
 MAX_SLOPE_LINES: Final = 60
 """Theil-Sen is quadratic: a project's slope is taken from this many of its lines at most."""
-CHUNK: Final = 1024
-"""Projects whose pairwise slopes are taken at once (bounds the memory of a large portfolio)."""
+BLOCK: Final = 1024
+"""Projects fitted by one call of the kernel: the blocks are shared among the threads."""
 THREADS: Final = max(min(os.cpu_count() or 1, 4), 1)
 """Blocks of projects fitted at once."""
 
@@ -304,71 +306,46 @@ def _middle(count: Ints) -> tuple[Ints, Ints]:
     return lo, np.minimum(np.maximum(count, 0) // 2, np.maximum(count - 1, 0))
 
 
-def theil_sen(
-    project: Ints, x: Floats, y: Floats, x_rank: Ints, rank: Ints, n_projects: int
-) -> tuple[Floats, Floats, NDArray[np.bool_]]:
-    """Each project's (intercept, slope) of a robust line through its points (``x``, ``y``), as
-    ``theil_sen_points`` takes it one project at a time; and which projects have the
-    ``MIN_LINES_FOR_LEVEL`` points a level needs (the others: 0, 0). ``x_rank`` orders the
-    distinct values of ``x`` rounded to 9 places (how distinct the points' x are); ``rank`` is
-    the place of each point's (class rank, ``x``) among the classes' (``dense_ranks``): points
-    are ordered by it, then by ``y``, as ``theil_sen_points`` sorts them."""
-    a = np.zeros(n_projects)
-    b = np.zeros(n_projects)
-    counts = np.bincount(project, minlength=n_projects)
-    fitted = counts >= MIN_LINES_FOR_LEVEL
-    # By y, then by (project, rank) in a stable sort: a lexsort's order, in half its time.
-    order = np.argsort(y)
-    order = order[
-        np.argsort((project * (int(rank.max(initial=0)) + 1) + rank)[order], kind="stable")
-    ]
-    start = np.r_[0, np.cumsum(counts)][:-1]
-    xs, ys, ranks = x[order], y[order], x_rank[order]
-    blocks = []
-    for n in np.unique(counts[fitted]):
-        chosen = np.flatnonzero(fitted & (counts == n))
-        blocks += [chosen[block : block + CHUNK] for block in range(0, len(chosen), CHUNK)]
+@dataclass(frozen=True)
+class Levels:
+    """Each project's (intercept, slope) of a robust line through its points, as
+    ``theil_sen_points`` takes it one project at a time, for any ``y`` over fixed points: the
+    points' order by project and rank is taken once, and only the ``y`` are new at each pass."""
 
-    def fit(rows: Ints) -> None:
-        at = start[rows][:, None] + np.arange(counts[rows[0]])
-        a[rows], b[rows] = _theil_sen_rows(xs[at], ys[at], ranks[at])
+    order: Ints
+    """The points by (project, rank): a project's points from ``start`` on, ``count`` of them."""
+    start: Ints
+    count: Ints
+    x: Floats
+    x_rank: Ints
+    rank: Ints
 
-    # numpy lets go of the GIL in its loops: the blocks are fitted on every core at once.
-    with ThreadPoolExecutor(max_workers=min(len(blocks), THREADS) or 1) as pool:
-        list(pool.map(fit, blocks))
-    return a, b, fitted
+    @classmethod
+    def of(cls, project: Ints, x: Floats, x_rank: Ints, rank: Ints, n_projects: int) -> Levels:
+        """``x_rank`` orders the distinct values of ``x`` rounded to 9 places (how distinct the
+        points' x are); ``rank`` is the place of each point's (class rank, ``x``) among the
+        classes' (``dense_ranks``): points are ordered by it, then by ``y``, as
+        ``theil_sen_points`` sorts them."""
+        order = np.argsort(project * (int(rank.max(initial=0)) + 1) + rank, kind="stable")
+        count = np.bincount(project, minlength=n_projects).astype(np.int64)
+        start = np.r_[0, np.cumsum(count)][:-1].astype(np.int64)
+        return cls(order, start, count, x[order], x_rank[order], rank[order])
 
+    def fit(self, y: Floats) -> tuple[Floats, Floats, NDArray[np.bool_]]:
+        """Each project's (intercept, slope), and which projects have the
+        ``MIN_LINES_FOR_LEVEL`` points a level needs (the others: 0, 0); a point whose ``y``
+        is NaN is not one."""
+        n_projects = len(self.count)
+        a, b = np.zeros(n_projects), np.zeros(n_projects)
+        fitted = np.zeros(n_projects, dtype=np.bool_)
+        points = (self.x, np.ascontiguousarray(y[self.order]), self.x_rank, self.rank)
+        sampled = (MIN_LINES_FOR_LEVEL, SLOPE_LINES, MAX_SLOPE_LINES)
+        bounds = [*range(0, n_projects, BLOCK), n_projects]
 
-def _theil_sen_rows(xs: Floats, ys: Floats, ranks: Ints) -> tuple[Floats, Floats]:
-    """Rows of ``n`` points each, sorted by (class rank, x, y), as ``sorted`` sorts them."""
-    m, n = xs.shape
-    full = np.full(m, n, dtype=np.int64)
-    distinct = 1 + (np.diff(np.sort(ranks, axis=1), axis=1) != 0).sum(axis=1)
-    flat = (distinct < 3) | (n < SLOPE_LINES)
-    sx, sy = xs[:, :MAX_SLOPE_LINES], ys[:, :MAX_SLOPE_LINES]
-    first, second = np.triu_indices(sx.shape[1], 1)
-    # np.take, not fancy indexing: the same pairs gathered seven times faster.
-    dx = np.take(sx, second, axis=1) - np.take(sx, first, axis=1)
-    valid = np.abs(dx) > 1e-9
-    slopes = np.full(dx.shape, np.inf)
-    dy = np.take(sy, second, axis=1) - np.take(sy, first, axis=1)
-    np.divide(dy, dx, out=slopes, where=valid)
-    found = valid.sum(axis=1)
-    slope = np.where(found > 0, _row_medians(slopes, found), 0.0) if slopes.size else np.zeros(m)
-    slope = np.where(flat, 0.0, slope)
-    return _row_medians(ys - slope[:, None] * xs, full), slope
+        def fit(first: int, last: int) -> None:
+            levels(points, self.start, self.count, (first, last), sampled, (a, b, fitted))
 
-
-def _row_medians(rows: Floats, count: Ints) -> Floats:
-    """The median of each row's ``count`` smallest values (the rest are +inf); NaN for none.
-    The middle values are selected (``np.partition``), not sorted into place: the same values,
-    in a third of the time at tens of millions of slopes."""
-    found = np.full(len(rows), np.nan)
-    for n in np.unique(count):
-        if n <= 0:
-            continue
-        chosen = np.flatnonzero(count == n)
-        lo, hi = (int(n) - 1) // 2, int(n) // 2
-        middle = np.partition(rows[chosen], sorted({lo, hi}), axis=1)
-        found[chosen] = (middle[:, lo] + middle[:, hi]) / 2
-    return found
+        # The kernel lets go of the GIL: the blocks are fitted on every core at once.
+        with ThreadPoolExecutor(max_workers=min(len(bounds) - 1, THREADS) or 1) as pool:
+            list(pool.map(fit, bounds[:-1], bounds[1:]))
+        return a, b, fitted

@@ -20,11 +20,11 @@ from .fit_arrays import (
     Floats,
     Groups,
     Ints,
+    Levels,
     Lines,
     Spread,
     class_rank,
     dense_ranks,
-    theil_sen,
 )
 
 if TYPE_CHECKING:  # reference.py builds on price_fit, which builds on this; typing only
@@ -79,6 +79,13 @@ class PortfolioFit:
             np.array([class_rank(key) for key in self._keys], dtype=np.int64), self._loading_of
         )
         n_projects = len(lines.project_ids)
+        self._levels = Levels.of(
+            lines.project,
+            self._loading_of[lines.klass],
+            self._x_rank[lines.klass],
+            self._class_rank[lines.klass],
+            n_projects,
+        )
         self._a, self._b = np.zeros(n_projects), np.zeros(n_projects)
         for _round in range(ROUNDS):
             self._fit_centres()
@@ -125,15 +132,7 @@ class PortfolioFit:
 
     def _theil_sen(self, y: Floats) -> tuple[Floats, Floats, NDArray[np.bool_]]:
         """Each project's level through its lines' (loading, ``y``), where ``y`` is a number."""
-        lines, known = self._arrays, ~np.isnan(y)
-        return theil_sen(
-            lines.project[known],
-            self._loading_of[lines.klass[known]],
-            y[known],
-            self._x_rank[lines.klass[known]],
-            self._class_rank[lines.klass[known]],
-            len(lines.project_ids),
-        )
+        return self._levels.fit(y)
 
     def group(self, key: ClassKey, category: str | None) -> int | None:
         k = self.key_index.get(key)

@@ -1,0 +1,133 @@
+"""The fit's innermost loops, compiled (numba): what numpy can only do by materialising every
+pair of every project's points — tens of millions of slopes at ten thousand projects — done one
+project at a time in a buffer of its own.
+
+The arithmetic is ``fit_arrays``'s, operation for operation (a slope is ``dy / dx``, a median the
+middle value or the mean of the two middle ones), so the figures are the same to the last digit;
+``tests/price_fit_plain.py`` holds both to the plain loop. Compiled once and cached beside the
+module (``cache=True``): a process's first fit loads it rather than compiling it again. The
+kernels hold no lock (``nogil``), so the fit's own threads run them on every core at once, and no
+thread pool of numba's is started (its default one refuses calls from two threads at a time).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+__all__ = ["levels"]
+
+Floats = NDArray[np.float64]
+Ints = NDArray[np.int64]
+
+SAME_X: Final = 1e-9
+"""Two points closer than this in x give no slope (``theil_sen_points``)."""
+
+
+@njit(cache=True, nogil=True)
+def _select(values: Floats, n: int, k: int) -> float:
+    """The ``k``-th smallest of ``values[:n]``, reordering them in place (Hoare's selection)."""
+    lo, hi = 0, n - 1
+    while lo < hi:
+        pivot = values[(lo + hi) >> 1]
+        i, j = lo, hi
+        while i <= j:
+            while values[i] < pivot:
+                i += 1
+            while values[j] > pivot:
+                j -= 1
+            if i <= j:
+                values[i], values[j] = values[j], values[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return float(values[k])
+    return float(values[k])
+
+
+@njit(cache=True, nogil=True)
+def _median(values: Floats, n: int) -> float:
+    """The median of ``values[:n]`` as ``statistics.median`` takes it (reorders them)."""
+    lo, hi = (n - 1) // 2, n // 2
+    low = _select(values, n, lo)
+    if hi == lo:
+        return (low + low) / 2
+    high = float(values[lo + 1])  # after the selection, everything past ``lo`` is at least ``low``
+    for t in range(lo + 2, n):
+        if values[t] < high:
+            high = float(values[t])
+    return (low + high) / 2
+
+
+@njit(cache=True, nogil=True)
+def levels(
+    points: tuple[Floats, Floats, Ints, Ints],
+    start: Ints,
+    count: Ints,
+    projects: tuple[int, int],
+    sampled: tuple[int, int, int],
+    found: tuple[Floats, Floats, NDArray[np.bool_]],
+) -> None:
+    """Each project's (intercept, slope) of a robust line through its points, for the projects
+    ``first`` to ``last``, written into ``found`` (a, b, fitted).
+
+    A project's points are ``points`` (x, y, x's rank, the point's rank) from ``start[p]``,
+    ``count[p]`` of them, in the order of their rank; a point whose ``y`` is NaN is not one. They
+    are ordered by (rank, y) as ``theil_sen_points`` sorts them. A project of fewer than
+    ``min_lines`` points is not fitted (0, 0). The slope is the median of the pairwise slopes
+    among its first ``max_lines`` points — 0 among fewer than ``slope_lines`` points or fewer
+    than three distinct x — and the intercept the median of ``y - slope * x`` over all of them.
+    """
+    x, y, x_rank, rank = points
+    first, last = projects
+    min_lines, slope_lines, max_lines = sampled
+    a, b, fitted = found
+    longest = 1
+    for p in range(first, last):
+        longest = max(longest, count[p])
+    px, py = np.empty(longest), np.empty(longest)
+    pr, xr = np.empty(longest, np.int64), np.empty(longest, np.int64)
+    k = min(longest, max_lines)
+    slopes, residuals = np.empty(max(k * (k - 1) // 2, 1)), np.empty(longest)
+    for p in range(first, last):
+        n = 0
+        for i in range(start[p], start[p] + count[p]):
+            if np.isnan(y[i]):
+                continue
+            # Already in rank order: only the points of one rank move, to their order by y.
+            j = n
+            while j > 0 and (pr[j - 1] > rank[i] or (pr[j - 1] == rank[i] and py[j - 1] > y[i])):
+                px[j], py[j], pr[j], xr[j] = px[j - 1], py[j - 1], pr[j - 1], xr[j - 1]
+                j -= 1
+            px[j], py[j], pr[j], xr[j] = x[i], y[i], rank[i], x_rank[i]
+            n += 1
+        fitted[p] = n >= min_lines
+        if not fitted[p]:
+            a[p], b[p] = 0.0, 0.0
+            continue
+        ordered = np.sort(xr[:n])
+        distinct = 1
+        for i in range(1, n):
+            if ordered[i] != ordered[i - 1]:
+                distinct += 1
+        slope = 0.0
+        if n >= slope_lines and distinct >= 3:
+            m, pairs = min(n, max_lines), 0
+            for i in range(m):
+                for j in range(i + 1, m):
+                    dx = px[j] - px[i]
+                    if abs(dx) > SAME_X:
+                        slopes[pairs] = (py[j] - py[i]) / dx
+                        pairs += 1
+            if pairs > 0:
+                slope = _median(slopes, pairs)
+        for i in range(n):
+            residuals[i] = py[i] - slope * px[i]
+        a[p], b[p] = _median(residuals, n), slope

@@ -10,6 +10,7 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, CostLine, Project
 from portfolio_optimiser.context.reference import (
     MEASURE_TYPE,
+    Comparable,
     ReferenceIndex,
     ReferenceRule,
     reference_candidates,
@@ -362,3 +363,23 @@ def test_each_lines_median_is_the_median_of_the_other_projects_prices(tmp_path: 
             assert ref.median_nok == round(statistics.median(prices), 2), (one.id, ref.code)
             checked += 1
     assert checked > 500
+
+
+def test_a_class_is_thin_by_its_projects_not_its_folders() -> None:
+    """A class is too thin to price a line while it holds ``min_comparables`` projects or fewer,
+    however many folders of one project it holds (each counted once)."""
+    rule = ReferenceRule(min_comparables=3)
+
+    def priced(*projects: str) -> tuple[Comparable, ...]:
+        return tuple(Comparable(p, f"{p}.md", 100.0, None) for p in projects)
+
+    index = ReferenceIndex(
+        {
+            ("A", "m2"): priced("p1", "p2", "p3"),
+            ("B", "m2"): priced("p1", "p1", "p1", "p1", "p2"),
+            ("C", "m2"): priced("p1", "p2", "p3", "p4"),
+            ("D", "m2"): priced("p1", "p1", "p2", "p3", "p4"),
+        },
+        rule,
+    )
+    assert index.thin() == [("A", "m2", 3), ("B", "m2", 2)]

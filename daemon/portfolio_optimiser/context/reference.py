@@ -219,11 +219,16 @@ class ReferenceIndex:
 
     def thin(self) -> list[tuple[str, str, int]]:
         """Classes with fewer projects than a reference needs: (code, unit, projects)."""
-        return [
-            (code, unit, len({c.project_id for c in comparables}))
-            for (code, unit), comparables in self.classes.items()
-            if len({c.project_id for c in comparables}) <= self.rule.min_comparables
-        ]
+        found = []
+        for (code, unit), comparables in self.classes.items():
+            projects: set[str] = set()
+            for c in comparables:  # counted only as far as a reference needs
+                projects.add(c.project_id)
+                if len(projects) > self.rule.min_comparables:
+                    break
+            else:
+                found.append((code, unit, len(projects)))
+        return found
 
 
 def two_figures_down(value: float | Decimal) -> int:

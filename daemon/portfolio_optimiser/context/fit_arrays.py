@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .fit_kernels import levels
+from .fit_kernels import levels, logs
 
 if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
     from .reference import Comparable
@@ -210,6 +210,7 @@ class Lines:
             prices += unit_prices
             sizes.append(len(ids))
         p = np.array(project, dtype=np.int64)
+        price = np.array(prices, dtype=np.float64)
         k = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         pair = k * max(len(projects), 1) + p
         # A class's entries of one project are adjacent: the last of a run is the one kept.
@@ -219,8 +220,8 @@ class Lines:
             project=p,
             klass=k,
             category=np.array(category, dtype=np.int64),
-            log_price=np.array(list(map(math.log, prices)), dtype=np.float64),
-            price=np.array(prices, dtype=np.float64),
+            log_price=logs(price),
+            price=price,
             project_ids=list(projects),
             categories=[c for c in categories if c is not None],
             last=last.astype(np.int64),

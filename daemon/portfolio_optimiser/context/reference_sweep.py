@@ -8,15 +8,14 @@ order — or None when it cannot tell without the project's IR (its lines in the
 own posts: a project id in two folders, or a project changed since the index was built).
 
 Every post is measured over arrays at once, with ``PriceFit``'s own arithmetic on the same
-numbers in the same order — its logarithms and exponentials by ``math``, whose results numpy's
-may differ from in the last place — so a grade and an expected price are the ones ``assess``
-gives, to the last digit (``tests/test_reference_sweep.py``). A post whose spread is the median
+numbers in the same order — its logarithms and exponentials as ``math`` takes them
+(``fit_kernels``; numpy's may differ in the last place) — so a grade and an expected price are
+the ones ``assess`` gives, to the last digit (``tests/test_reference_sweep.py``). A post whose spread is the median
 of too few residuals is measured as ``assess`` measures it (``PriceFit.indexed_reference``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -25,6 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .fit_arrays import Entries
+from .fit_kernels import exps, logs
 from .price_fit import PriceFit
 from .reference import ProjectPrices, material, reference_saving
 
@@ -184,7 +184,7 @@ class _Sweep:
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Each post's grade (0 none, 1 possible, 2 likely) and its expected price. The figures are
         ``PriceFit._reference``'s own arithmetic on the same numbers, in the same order (its
-        logarithms and exponentials by ``math``: numpy's may differ in the last place); a post
+        logarithms and exponentials as ``math`` takes them: numpy's may differ in the last place); a post
         whose spread is a median of too few residuals is measured as ``assess`` measures it."""
         e, rule = self.entries, self.fit.rule  # the grades as ``price_fit.grade`` gives them
         safe = np.maximum(entry, 0)
@@ -197,9 +197,8 @@ class _Sweep:
         project, klass = e.project[at], e.klass[at]
         shift = e.level_a[project] + e.level_b[project] * e.loading[klass]
         middle = centre[arrays]
-        figured = np.array(list(map(math.exp, (middle + shift).tolist())), dtype=np.float64)
-        logs = np.array(list(map(math.log, price[arrays].tolist())), dtype=np.float64)
-        sigmas = (logs - middle - shift) / e.spread[at]
+        figured = exps(middle + shift)
+        sigmas = (logs(price[arrays]) - middle - shift) / e.spread[at]
         ok = (e.compared[at] >= rule.min_comparables) & ~(
             price[arrays] < figured * (1 + rule.min_excess)
         )

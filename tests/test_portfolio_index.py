@@ -139,7 +139,7 @@ def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     root.mkdir()
     manifest = {"built_from": ["p-1", "p-2", "p-3"], "portfolio_digest": "x"}
     (root / "23@m2.md").write_text(
-        references._render("23", "m2", [references._row(c) for c in rows], manifest), "utf-8"
+        references._render("23", "m2", [references.page_lines(c) for c in rows], manifest), "utf-8"
     )
     read = read_reference_classes(root, ReferenceRule(), log=LOG)
     assert read.classes == {("23", "m2"): rows}
@@ -177,7 +177,11 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
     # Members placed one by one (a project moved), or sorted in at once (a start): both paths.
     monkeypatch.setattr(reference_classes, "FEW_MOVES", seed % 3)
     rng = random.Random(seed)
-    classes, portfolio = ReferenceClasses(ReferenceRule()), {}
+
+    def render(c: Comparable) -> tuple[str, str]:
+        return c.project_id, repr(c)
+
+    classes, portfolio = ReferenceClasses(ReferenceRule(), render), {}
     for _ in range(30):
         for folder in rng.sample([f"f{i}" for i in range(8)], rng.randint(1, 3)):
             if rng.random() < 0.25:
@@ -188,6 +192,9 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
         moved = classes.update(dict(portfolio))
         afresh = _afresh(portfolio)
         assert classes.index().classes == afresh.classes
+        for key in rng.sample(sorted(afresh.classes), rng.randint(0, len(afresh.classes))):
+            # Kept as members join and leave once asked for: the class's rendering afresh.
+            assert classes.rendered(key) == [render(c) for c in afresh.classes[key]]
         built_once = ReferenceClasses(ReferenceRule())
         built_once.update(dict(portfolio))
         assert classes.digest() == built_once.digest()  # kept, not recomputed: the same

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
 
-__all__ = ["ClassKey", "ReferenceClasses"]
+__all__ = ["ClassKey", "ReferenceClasses", "Rendered"]
 
 ClassKey = tuple[str, str]
+Rendered = tuple[str, str]
+"""A member as its class's page writes it (``render``): its two lines there."""
 
 
 class ReferenceClasses:
@@ -26,8 +28,13 @@ class ReferenceClasses:
     class holds its comparables in project order (two folders of one project id: in folder
     order)."""
 
-    def __init__(self, rule: ReferenceRule) -> None:
+    def __init__(
+        self, rule: ReferenceRule, render: Callable[[Comparable], Rendered] | None = None
+    ) -> None:
         self.rule = rule
+        self._render = render
+        self._rendered: dict[ClassKey, list[Rendered]] = {}
+        """Each class's members rendered (``rendered``), in order, once it was asked for."""
         self._projects: dict[str, ProjectPrices] = {}
         """By folder: two folders of one project id are two comparables, as in the index."""
         self._order: dict[ClassKey, list[str]] = {}
@@ -72,7 +79,7 @@ class ReferenceClasses:
             if self._rows[key]:
                 self._classes[key] = tuple(self._rows[key])
             else:
-                for store in (self._order, self._rows, self._classes, self._sums):
+                for store in (self._order, self._rows, self._classes, self._sums, self._rendered):
                     store.pop(key, None)
         self._projects = dict(projects)
         return moved
@@ -86,19 +93,36 @@ class ReferenceClasses:
         """The class's members with ``leaves`` gone and ``joins`` in, in order: a few by
         bisection (one project moved), many by one sort (a start)."""
         order, rows = self._order.setdefault(key, []), self._rows.setdefault(key, [])
+        rendered = self._rendered.get(key)
         if len(joins) + len(leaves) <= FEW_MOVES:
             for member in leaves:
                 at = bisect_left(order, member)
                 del order[at], rows[at]
+                if rendered is not None:
+                    del rendered[at]
             for member, comparable in joins:
                 at = bisect_left(order, member)
                 order.insert(at, member)
                 rows.insert(at, comparable)
+                if rendered is not None and self._render is not None:
+                    rendered.insert(at, self._render(comparable))
             return
+        self._rendered.pop(key, None)  # rendered again when next asked for
         kept = [(m, c) for m, c in zip(order, rows, strict=True) if m not in leaves] + joins
         kept.sort()  # by member: one project's comparable in a class per folder, never a tie
         self._order[key] = [m for m, _c in kept]
         self._rows[key] = [c for _m, c in kept]
+
+    def rendered(self, key: ClassKey) -> list[Rendered]:
+        """The class's members as ``render`` renders them, in order: rendered whole when first
+        asked for, then kept as members join and leave (one more project renders one member of
+        each class it prices, not the ten thousand beside it)."""
+        found = self._rendered.get(key)
+        if found is None:
+            if self._render is None:
+                raise ValueError("these classes were made without a renderer")
+            found = self._rendered[key] = list(map(self._render, self._rows.get(key, ())))
+        return found
 
     def index(self) -> ReferenceIndex:
         return ReferenceIndex({key: self._classes[key] for key in sorted(self._classes)}, self.rule)

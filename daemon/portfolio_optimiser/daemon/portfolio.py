@@ -50,7 +50,7 @@ from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 from .ingested import IngestedProjects
 from .job import run_id_for
 from .ledger import Ledger
-from .references import ReferencePages, read_reference_classes
+from .references import ReferencePages, page_lines, read_reference_classes
 from .runner import learning_store
 from .workspace import Workspace
 
@@ -228,7 +228,7 @@ class Portfolio:
 
     def __post_init__(self) -> None:
         self.ingested = IngestedProjects(self.workspace, self.ledger, self.log)
-        self._classes = ReferenceClasses(self.config.reference.rule())
+        self._classes = ReferenceClasses(self.config.reference.rule(), page_lines)
         self._moved: set[tuple[str, str]] = set()
         """Classes moved since the pages were last published whole (a publish cut off by an
         error leaves them to the next)."""

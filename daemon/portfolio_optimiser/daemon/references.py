@@ -16,7 +16,7 @@ was last published.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,9 +28,9 @@ from portfolio_optimiser.context.reference import (
     ReferenceIndex,
     ReferenceRule,
 )
-from portfolio_optimiser.context.reference_classes import ReferenceClasses
+from portfolio_optimiser.context.reference_classes import ReferenceClasses, Rendered
 
-__all__ = ["CLASS_TYPE", "ReferencePages", "read_reference_classes"]
+__all__ = ["CLASS_TYPE", "ReferencePages", "page_lines", "read_reference_classes"]
 
 CLASS_TYPE: Final = "reference-class"
 _INDEX: Final = "index.md"
@@ -41,7 +41,7 @@ def _page_name(code: str, unit: str) -> str:
     return f"{safe}.md"
 
 
-def _row(c: Comparable) -> tuple[str, str]:
+def page_lines(c: Comparable) -> Rendered:
     """A comparable's two lines of its page: its frontmatter entry (JSON, which YAML reads as
     its flow style) and its table row."""
     entry = json.dumps(
@@ -58,8 +58,8 @@ def _row(c: Comparable) -> tuple[str, str]:
     return f"\n- {entry}", f"\n{cells}"
 
 
-def _render(code: str, unit: str, rows: list[tuple[str, str]], manifest: dict[str, Any]) -> str:
-    """A class page from its comparables' rows (``_row``), in the class's order."""
+def _render(code: str, unit: str, rows: list[Rendered], manifest: dict[str, Any]) -> str:
+    """A class page from its comparables' lines (``page_lines``), in the class's order."""
     frontmatter = {
         "type": CLASS_TYPE,
         "title": f"Reference class {code} per {unit}",
@@ -71,34 +71,27 @@ def _render(code: str, unit: str, rows: list[tuple[str, str]], manifest: dict[st
         dump_frontmatter(frontmatter)
         + f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n"
         + "comparables:"
-        + "".join(entry for entry, _cells in rows)
+        + "".join([entry for entry, _cells in rows])
         + ("\n" if rows else " []\n")
     )
     body = (
         f"# Reference class {code} per {unit}\n\nGenerated from every ingested project with a line "
         f"{code} priced per {unit}; rebuilt when the portfolio changes. Do not edit: the next "
         "rebuild replaces this page.\n\n| project | category | line | unit price (NOK) |\n"
-        "|---|---|---|---:|" + "".join(cells for _entry, cells in rows)
+        "|---|---|---|---:|" + "".join([cells for _entry, cells in rows])
     )
     return f"---\n{header}---\n\n{body}\n"
 
 
-Row = tuple[Comparable, str, str]
-"""A comparable and its two lines (``_row``)."""
-
-
 @dataclass
 class ReferencePages:
-    """The class pages under ``root``, and their one writer: it keeps each comparable's rows
-    rendered, so a class of ten thousand projects that one project moved is joined again, not
-    rendered again."""
+    """The class pages under ``root``, and their one writer. A page's lines are the classes' own
+    (``ReferenceClasses.rendered``, made with ``page_lines``): a class of ten thousand projects
+    that one project moved is joined again, not rendered again."""
 
     root: Path
     previous: str | None = None
     """What this writer last published (``ReferenceClasses.digest``)."""
-    _rows: dict[tuple[str, str], dict[int, Row]] = field(default_factory=dict)
-    """By class, then by ``id`` of the comparable, kept alive beside its rows so the id stays
-    its own; a class's are replaced whenever its page is rendered."""
 
     def publish(self, classes: ReferenceClasses, moved: set[tuple[str, str]]) -> ReferenceIndex:
         """Publish the pages; return the index they hold. Nothing is rendered when the index page
@@ -123,17 +116,10 @@ class ReferencePages:
                 "built_from": [c.project_id for c in comparables],
                 "class_digest": classes.class_digest(key),
             }
-            before, kept = self._rows.get(key, {}), {}
-            for c in comparables:
-                found = before.get(id(c))
-                kept[id(c)] = found if found is not None and found[0] is c else (c, *_row(c))
-            self._rows[key] = kept
-            text = _render(*key, [(entry, cells) for _c, entry, cells in kept.values()], manifest)
+            text = _render(*key, classes.rendered(key), manifest)
             page = root / name
             if not whole or not page.is_file() or page.read_text("utf-8") != text:
                 publish_text(page, text)
-        for key in set(self._rows) - set(index.classes):
-            del self._rows[key]
         gone = {_page_name(*key) for key in moved if key not in index.classes}
         for stale in sorted(root.glob("*.md")) if whole else [root / name for name in sorted(gone)]:
             if stale.name != _INDEX and stale.name not in wanted:

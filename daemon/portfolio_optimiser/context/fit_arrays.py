@@ -194,22 +194,22 @@ class Lines:
     def of(cls, classes: Sequence[Sequence[Comparable]]) -> Lines:
         """From each class's comparables (project id, source, unit price, category), taken a
         column at a time: ten thousand projects' lines are hundreds of thousands."""
-        projects: dict[str, int] = {}
-        categories: dict[str | None, int] = {None: -1}
-        project: list[int] = []
-        category: list[int] = []
+        ids: list[str] = []
+        cats: list[str | None] = []
         prices: list[float] = []
         sizes = []
         for comparables in classes:
-            if not comparables:
-                sizes.append(0)
-                continue
-            ids, _sources, unit_prices, cats = zip(*comparables, strict=True)
-            project += [projects.setdefault(p, len(projects)) for p in ids]
-            category += [categories.setdefault(c or None, len(categories) - 1) for c in cats]
-            prices += unit_prices
-            sizes.append(len(ids))
-        p = np.array(project, dtype=np.int64)
+            sizes.append(len(comparables))
+            if comparables:
+                found, _sources, unit_prices, categories = zip(*comparables, strict=True)
+                ids += found
+                cats += categories
+                prices += unit_prices
+        # Numbered in the order they first appear, by maps over the whole column at once.
+        projects = {p: n for n, p in enumerate(dict.fromkeys(ids))}
+        named = [c for c in dict.fromkeys(cats) if c]
+        numbered = {None: -1, "": -1} | {c: n for n, c in enumerate(named)}
+        p = np.fromiter(map(projects.__getitem__, ids), dtype=np.int64, count=len(ids))
         price = np.array(prices, dtype=np.float64)
         k = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         pair = k * max(len(projects), 1) + p
@@ -219,11 +219,11 @@ class Lines:
         return cls(
             project=p,
             klass=k,
-            category=np.array(category, dtype=np.int64),
+            category=np.fromiter(map(numbered.__getitem__, cats), dtype=np.int64, count=len(cats)),
             log_price=logs(price),
             price=price,
             project_ids=list(projects),
-            categories=[c for c in categories if c is not None],
+            categories=named,
             last=last.astype(np.int64),
         )
 

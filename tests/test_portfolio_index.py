@@ -5,6 +5,7 @@ class page again."""
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -131,18 +132,19 @@ def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     read back is what was published, whatever the text in a source or a category."""
     odd = 'cost/"23" #1: a\\b — ærlig\tpris'
     rows = (
-        Comparable("p-1", odd, 1234.5, "skole: æøå"),
+        Comparable('p-"1" ærlig', odd, 1234.5, "skole: æøå"),
         Comparable("p-2", "cost/23.md", 1e16, None),
         Comparable("p-3", "", 0.1 + 0.2, "office"),
     )
     root = tmp_path / "reference"
     root.mkdir()
-    manifest = {"built_from": ["p-1", "p-2", "p-3"], "portfolio_digest": "x"}
-    (root / "23@m2.md").write_text(
-        references._render("23", "m2", [references.page_lines(c) for c in rows], manifest), "utf-8"
-    )
+    text = references._render("23", "m2", [references.page_lines(c) for c in rows], "d1")
+    (root / "23@m2.md").write_text(text, "utf-8")
     read = read_reference_classes(root, ReferenceRule(), log=LOG)
     assert read.classes == {("23", "m2"): rows}
+    # The manifest, joined from the ids rendered once each, is what json.dumps writes.
+    manifest = {"built_from": [c.project_id for c in rows], "class_digest": "d1"}
+    assert f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n" in text
 
 
 def _prices(rng: random.Random, project_id: str) -> ProjectPrices:
@@ -178,8 +180,8 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
     monkeypatch.setattr(reference_classes, "FEW_MOVES", seed % 3)
     rng = random.Random(seed)
 
-    def render(c: Comparable) -> tuple[str, str]:
-        return c.project_id, repr(c)
+    def render(c: Comparable) -> tuple[str, str, str]:
+        return c.project_id, repr(c), c.source
 
     classes, portfolio = ReferenceClasses(ReferenceRule(), render), {}
     for _ in range(30):

@@ -18,8 +18,8 @@ from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
 __all__ = ["ClassKey", "ReferenceClasses", "Rendered"]
 
 ClassKey = tuple[str, str]
-Rendered = tuple[str, str]
-"""A member as its class's page writes it (``render``): its two lines there."""
+Rendered = tuple[str, str, str]
+"""A member as its class's page writes it (``render``): what each of three places there says."""
 
 
 class ReferenceClasses:

@@ -42,8 +42,8 @@ def _page_name(code: str, unit: str) -> str:
 
 
 def page_lines(c: Comparable) -> Rendered:
-    """A comparable's two lines of its page: its frontmatter entry (JSON, which YAML reads as
-    its flow style) and its table row."""
+    """A comparable as its page writes it: its frontmatter entry (JSON, which YAML reads as its
+    flow style), its table row, and its project id in the ingest manifest (JSON)."""
     entry = json.dumps(
         {
             "project_id": c.project_id,
@@ -55,11 +55,12 @@ def page_lines(c: Comparable) -> Rendered:
     )
     price = f"{c.unit_price_nok:,.0f}".replace(",", " ")
     cells = f"| {c.project_id} | {c.category or ''} | {c.source} | {price} |".replace(",", " ")
-    return f"\n- {entry}", f"\n{cells}"
+    return f"\n- {entry}", f"\n{cells}", json.dumps(c.project_id, ensure_ascii=False)
 
 
-def _render(code: str, unit: str, rows: list[Rendered], manifest: dict[str, Any]) -> str:
-    """A class page from its comparables' lines (``page_lines``), in the class's order."""
+def _render(code: str, unit: str, rows: list[Rendered], digest: str) -> str:
+    """A class page from its comparables' lines (``page_lines``), in the class's order, and its
+    class digest (``ReferenceClasses.class_digest``)."""
     frontmatter = {
         "type": CLASS_TYPE,
         "title": f"Reference class {code} per {unit}",
@@ -69,16 +70,19 @@ def _render(code: str, unit: str, rows: list[Rendered], manifest: dict[str, Any]
     }
     header = (
         dump_frontmatter(frontmatter)
-        + f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n"
+        # The manifest as ``json.dumps`` writes it, joined from the ids written once each.
+        + 'ingest_manifest: {"built_from": ['
+        + ", ".join([said for _entry, _cells, said in rows])
+        + f'], "class_digest": {json.dumps(digest)}}}\n'
         + "comparables:"
-        + "".join([entry for entry, _cells in rows])
+        + "".join([entry for entry, _cells, _said in rows])
         + ("\n" if rows else " []\n")
     )
     body = (
         f"# Reference class {code} per {unit}\n\nGenerated from every ingested project with a line "
         f"{code} priced per {unit}; rebuilt when the portfolio changes. Do not edit: the next "
         "rebuild replaces this page.\n\n| project | category | line | unit price (NOK) |\n"
-        "|---|---|---|---:|" + "".join([cells for _entry, cells in rows])
+        "|---|---|---|---:|" + "".join([cells for _entry, cells, _said in rows])
     )
     return f"---\n{header}---\n\n{body}\n"
 
@@ -111,12 +115,7 @@ class ReferencePages:
         for name, key in wanted.items():
             if not whole and key not in moved:
                 continue
-            comparables = index.classes[key]
-            manifest = {
-                "built_from": [c.project_id for c in comparables],
-                "class_digest": classes.class_digest(key),
-            }
-            text = _render(*key, classes.rendered(key), manifest)
+            text = _render(*key, classes.rendered(key), classes.class_digest(key))
             page = root / name
             if not whole or not page.is_file() or page.read_text("utf-8") != text:
                 publish_text(page, text)

@@ -62,6 +62,19 @@ def test_an_unknown_digest_is_none(ledger: Ledger) -> None:
 
 
 @pytest.mark.loadbearing
+def test_items_of_many_digests_are_those_the_ledger_holds(ledger: Ledger) -> None:
+    digests = [f"d{i:04d}" for i in range(1203)]  # more than one query's worth
+    with ledger.together():
+        for d in digests:
+            ledger.begin(d, kind="bundle", name=d, now=T0)
+        for d in digests[::3]:
+            ledger.mark(d, "done", now=T0)
+    asked = [*digests[::2], "unknown", digests[0]]
+    assert sorted(i.digest for i in ledger.items(of=iter(asked))) == sorted(digests[::2])
+    done = ledger.items("done", of=asked)
+    assert sorted(i.digest for i in done) == sorted(set(digests[::2]) & set(digests[::3]))
+
+
 def test_state_transitions_are_recorded_and_replace_detail_output_and_error(ledger: Ledger) -> None:
     ledger.begin(DIGEST, kind="bundle", name="project-a", now=T0)
     failed = ledger.mark(DIGEST, "failed", now=T1, error="index.md: frontmatter has no type")

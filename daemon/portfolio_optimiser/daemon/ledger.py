@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -295,8 +295,18 @@ class Ledger:
         row = self._db.one("SELECT starts FROM unfinished_runs WHERE digest = ?", (digest,))
         return int(row[0]) if row else 0
 
-    def items(self, state: State | None = None) -> list[Item]:
-        """Items in the order they were first recorded, optionally only those in ``state``."""
+    def items(self, state: State | None = None, *, of: Iterable[str] | None = None) -> list[Item]:
+        """Items in the order they were first recorded, optionally only those in ``state``; or
+        the items of the digests ``of`` that the ledger holds, in no order, read a few hundred
+        at a time (a look at ten thousand projects' runs asked for each one alone)."""
+        if of is not None:
+            wanted, found = list(dict.fromkeys(of)), []
+            for at in range(0, len(wanted), 500):
+                chunk = wanted[at : at + 500]
+                marks = ", ".join("?" * len(chunk))
+                sql = f"SELECT {_ITEM_COLUMNS} FROM items WHERE digest IN ({marks})"
+                found += [_item(row) for row in self._db.all(sql, tuple(chunk))]
+            return [item for item in found if state is None or item.state == state]
         if state is None:
             rows = self._db.all(f"SELECT {_ITEM_COLUMNS} FROM items ORDER BY {self._db.seq}")
         else:

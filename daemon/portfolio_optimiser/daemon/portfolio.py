@@ -43,76 +43,24 @@ from portfolio_optimiser.context.reference import (
 )
 from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep
-from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
+from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.pipeline.local import local_candidates
-from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 
 from .ingested import IngestedProjects
 from .job import run_id_for
-from .ledger import Ledger
+from .ledger import Item, Ledger
 from .references import ReferencePages, page_lines, read_reference_classes
 from .runner import learning_store
+from .teaching import Teaching
 from .workspace import Workspace
 
-__all__ = ["Due", "Portfolio", "Teaching", "portfolio_version", "run_identity"]
+__all__ = ["Due", "Portfolio", "portfolio_version", "run_identity"]
 
 Looked = Mapping[str, tuple[Path, str, ProjectPrices, Project | None]]
 """A look at the ingested projects, by folder (``IngestedProjects.look``)."""
 
 MAX_GENERATIONS: Final = 8
 """How many times a version's run may be lost from the outbox and run anew."""
-
-
-@dataclass(frozen=True)
-class Teaching:
-    """What the experts' verdicts give every project's version at one moment: the approvals to
-    carry, the precedents that gate them (taken once for a look at the whole portfolio), and the
-    projects the approvals were judged in (what an approval's saving is carried from)."""
-
-    approved: list[LearnedVerdict]
-    precedents: Precedents
-    sources: Mapping[str, Project]
-    digest: str
-    """Everything above that a version depends on, as one digest."""
-    contents: tuple[tuple[str, str], ...] = ()
-    """The (project id, content hash) of each project an approval was judged in."""
-    _for: dict[frozenset[str], str] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def of(
-        cls, verdicts: VerdictStore, portfolio: Portfolio, looked: Looked | None = None
-    ) -> Teaching:
-        approved = verdicts.approved()
-        gates = precedents(verdicts.verdicts())
-        sources, contents = portfolio.sources((v.key.project_id or "" for v in approved), looked)
-        h = hashlib.sha256(repr((_said_of(approved), gates.taught(), contents)).encode())
-        return cls(approved, gates, sources, h.hexdigest()[:16], tuple(contents))
-
-    def digest_for(self, codes: frozenset[str]) -> str:
-        """What of the teaching can reach a project of these cost codes, as one digest: the
-        approvals on codes it has (an approval is carried only to a project with all of its
-        codes), the projects those were judged in, and the precedents on codes it has (they gate
-        only what is carried). A project's own part moves only when this does, so one approval
-        does not have every project's bundle read again."""
-        found = self._for.get(codes)
-        if found is None:
-            reach = [v for v in self.approved if set(v.key.affected_codes or ()) <= codes]
-            judged_in = {v.key.project_id for v in reach}
-            said = repr(
-                (
-                    _said_of(reach),
-                    [g for g in self.precedents.taught() if set(g[0]) <= codes],
-                    [(pid, c) for pid, c in self.contents if pid in judged_in],
-                )
-            )
-            found = self._for[codes] = hashlib.sha256(said.encode()).hexdigest()[:16]
-        return found
-
-
-def _said_of(approved: Iterable[LearnedVerdict]) -> list[str]:
-    return sorted(
-        repr((v.candidate_id, v.key, v.adjusted_saving_nok, v.realization_rate)) for v in approved
-    )
 
 
 def portfolio_version(project: Project, references: ProjectReferences, teaching: Teaching) -> str:
@@ -346,7 +294,7 @@ class Portfolio:
             project_id: run_id for project_id, run_id, _folder in ledger.records.project_runs()
         }
         computed: list[tuple[str, str, list[str], frozenset[str]]] = []
-        due = []
+        identities = []
         for name, (folder, content, prices, _ir) in looked.items():
             own = self._own.get(name)
             codes = own[2] if own is not None else None
@@ -373,22 +321,32 @@ class Portfolio:
                     key = reference_keys(reference_candidates(project, references.assess(project)))
                 version = _version(own[1], reference_part(prices.project_id, key))
                 self._memo[name] = (inputs, key, version)
-            identity = run_identity(content, version)
-            standing = self._standing(ledger, prices.project_id, identity, latest)
+            identities.append((folder, prices, run_identity(content, version)))
+        ledger.ingested.keep_versions(computed)
+        known = {
+            i.digest: i for i in ledger.items(of=(identity for _f, _p, identity in identities))
+        }
+        due = []
+        for folder, prices, identity in identities:
+            standing = self._standing(ledger, prices.project_id, (identity, known), latest)
             if standing is not None:
                 due.append(Due(folder, standing[0], prices, references, standing[1]))
-        ledger.ingested.keep_versions(computed)
         return due
 
     def _standing(
-        self, ledger: Ledger, project_id: str, identity: str, latest: Mapping[str, str]
+        self,
+        ledger: Ledger,
+        project_id: str,
+        asked: tuple[str, Mapping[str, Item]],
+        latest: Mapping[str, str],
     ) -> tuple[str, bool] | None:
-        """What is due for this identity: (identity, False) to run it, (identity, True) to let
-        its earlier run stand again, None when its run is the latest (or failed). An earlier run
-        whose folder is gone from the outbox cannot stand again: it is run anew, under an
-        identity of its own."""
-        for _generation in range(MAX_GENERATIONS):
-            known = ledger.get(identity)
+        """What is due for this identity (``asked``: with the ledger's items of every identity
+        the look asks about): (identity, False) to run it, (identity, True) to let its earlier
+        run stand again, None when its run is the latest (or failed). An earlier run whose folder
+        is gone from the outbox cannot stand again: it is run anew, under an identity of its own."""
+        identity, items = asked
+        for generation in range(MAX_GENERATIONS):
+            known = items.get(identity) if generation == 0 else ledger.get(identity)
             if known is None or known.state not in {"done", "failed"}:
                 return identity, False
             run_id = run_id_for(known.first_seen, identity)

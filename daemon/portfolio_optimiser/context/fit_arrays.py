@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .fit_kernels import levels, logs
+from .fit_kernels import MIDDLE, levels, logs, middles
 
 if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
     from .reference import Comparable
@@ -39,6 +39,7 @@ __all__ = [
     "Groups",
     "Levels",
     "Lines",
+    "Partition",
     "Spread",
     "class_rank",
     "dense_ranks",
@@ -241,70 +242,88 @@ class Lines:
 
 
 @dataclass(frozen=True)
-class Groups:
-    """Values sorted within their groups: group ``g`` holds ``values[start[g]:start[g + 1]]``;
-    ``rank`` is each entry's place in that order."""
+class Partition:
+    """Entries by group, taken once for many sets of values: group ``g``'s entries are
+    ``order[start[g]:start[g + 1]]``; an entry of group -1 belongs to none."""
 
-    values: Floats
+    order: Ints
     start: Ints
-    rank: Ints
 
     @classmethod
-    def of(cls, group: Ints, values: Floats, n_groups: int) -> Groups:
-        """Entries of group -1 belong to none."""
-        member = group >= 0
-        keys = np.where(member, group, n_groups)
-        if n_groups < np.iinfo(np.int16).max:
-            # By value, then by group in a stable sort of 16-bit keys (a radix sort): the
-            # order of a lexsort, but for ties, at a third of its time.
-            order = np.argsort(values)
-            order = order[np.argsort(keys.astype(np.int16)[order], kind="stable")]
-        else:
-            order = np.lexsort((values, keys))
+    def of(cls, group: Ints, n_groups: int) -> Partition:
+        member = np.flatnonzero(group >= 0)
+        order = member[np.argsort(group[member], kind="stable")]
         counts = np.bincount(group[member], minlength=n_groups)
-        rank = np.empty(len(values), dtype=np.int64)
-        rank[order] = np.arange(len(values))
-        return cls(values[order], np.r_[0, np.cumsum(counts)].astype(np.int64), rank)
+        return cls(order.astype(np.int64), np.r_[0, np.cumsum(counts)].astype(np.int64))
 
     @property
     def count(self) -> Ints:
         return np.diff(self.start)
 
+
+@dataclass(frozen=True)
+class Groups:
+    """A value for each entry, by group: each group's median, with or without one of its
+    entries, from the few values about its middle (``middles``); its values sorted on demand."""
+
+    partition: Partition
+    values: Floats
+    """By entry."""
+    middle: Floats
+    """By group: its sorted values at the ``MIDDLE`` places from ``max((n - 2) // 2, 0)`` on."""
+
+    @classmethod
+    def of(cls, partition: Partition, values: Floats) -> Groups:
+        return cls(partition, values, middles(values, partition.order, partition.start))
+
+    @property
+    def count(self) -> Ints:
+        return self.partition.count
+
     def slice(self, g: int) -> Floats:
-        return self.values[self.start[g] : self.start[g + 1]]
+        """Group ``g``'s values, sorted."""
+        p = self.partition
+        return np.sort(self.values[p.order[p.start[g] : p.start[g + 1]]])
+
+    def _at(self, base: Ints, place: Ints) -> Floats:
+        """The value at ``place`` of each group's sorted values, where ``base`` (``_base``) is
+        where its middle begins (a place within the middle)."""
+        found: Floats = np.take(self.middle, base + place)
+        return found
+
+    def _base(self, group: Ints, n: Ints) -> Ints:
+        """Where each group's middle (of ``n`` values) begins, as a flat index less its first
+        place: ``base + place`` is the value at ``place``."""
+        base: Ints = group * MIDDLE - np.maximum((n - 2) // 2, 0)
+        return base
 
     def median(self, group: Ints) -> Floats:
         """Each entry's group's median (NaN for an empty group)."""
-        if not len(self.values):
+        if not len(self.middle):
             return np.full(len(group), np.nan)
-        n, base = self.count[group], self.start[group]
-        lo, hi = _middle(n)
-        top = len(self.values) - 1
-        middle = self.values[np.minimum(base + lo, top)] + self.values[np.minimum(base + hi, top)]
+        n = self.count[group]
+        base = self._base(group, n)
+        lo, hi = np.maximum(n - 1, 0) // 2, np.maximum(n, 0) // 2
+        middle = self._at(base, lo) + self._at(base, hi)
         return np.where(n > 0, middle / 2, np.nan)
 
     def median_without(self, group: Ints, entry: Ints) -> Floats:
-        """Each entry's group's median with that entry left out (NaN when none is left). An
-        equal value's place serves as well as its own: the values left are the same."""
-        if not len(self.values):
+        """Each entry's group's median with that entry left out (NaN when none is left). The
+        values left are the sorted ones with one equal to the entry's gone: at each place, the
+        value there while it is below the entry's, else the next one (whichever equal value is
+        taken out, the values left are the same)."""
+        if not len(self.middle):
             return np.full(len(group), np.nan)
-        n, base = self.count[group] - 1, self.start[group]
-        gone = self.rank[entry] - base
-        lo, hi = _middle(n)
-        top = len(self.values) - 1
+        n, gone = self.count[group], self.values[entry]
+        base, left = self._base(group, n), n - 1
+        lo, hi = np.maximum(left - 1, 0) // 2, np.maximum(left, 0) // 2
 
         def at(i: Ints) -> Floats:
-            found: Floats = self.values[np.clip(base + i + (i >= gone), 0, top)]
+            here, next_ = self._at(base, i), self._at(base, i + 1)
+            found: Floats = np.where(here >= gone, next_, here)
             return found
 
-        return np.where(n > 0, (at(lo) + at(hi)) / 2, np.nan)
-
-
-def _middle(count: Ints) -> tuple[Ints, Ints]:
-    """The places of the middle values among ``count`` sorted ones (equal when ``count`` is odd;
-    0 when there are none)."""
-    lo = np.maximum(count - 1, 0) // 2
-    return lo, np.minimum(np.maximum(count, 0) // 2, np.maximum(count - 1, 0))
+        return np.where(left > 0, (at(lo) + at(hi)) / 2, np.nan)
 
 
 @dataclass(frozen=True)

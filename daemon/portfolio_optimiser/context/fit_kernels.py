@@ -19,19 +19,22 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["exps", "levels", "logs"]
+__all__ = ["MIDDLE", "exps", "levels", "logs", "middles"]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
 
+MIDDLE: Final = 3
+"""The sorted places around a group's middle that its median, with or without one of its values,
+is taken from (``middles``)."""
 SAME_X: Final = 1e-9
 """Two points closer than this in x give no slope (``theil_sen_points``)."""
 
 
 @njit(cache=True, nogil=True)
-def _select(values: Floats, n: int, k: int) -> float:
-    """The ``k``-th smallest of ``values[:n]``, reordering them in place (Hoare's selection)."""
-    lo, hi = 0, n - 1
+def _select(values: Floats, lo: int, hi: int, k: int) -> float:
+    """The value that belongs at place ``k`` of ``values[lo:hi + 1]`` sorted, put there: what
+    lies before it is no larger, what lies after it no smaller (Hoare's selection, in place)."""
     while lo < hi:
         pivot = values[(lo + hi) >> 1]
         i, j = lo, hi
@@ -57,7 +60,7 @@ def _select(values: Floats, n: int, k: int) -> float:
 def _median(values: Floats, n: int) -> float:
     """The median of ``values[:n]`` as ``statistics.median`` takes it (reorders them)."""
     lo, hi = (n - 1) // 2, n // 2
-    low = _select(values, n, lo)
+    low = _select(values, 0, n - 1, lo)
     if hi == lo:
         return (low + low) / 2
     high = float(values[lo + 1])  # after the selection, everything past ``lo`` is at least ``low``
@@ -163,4 +166,29 @@ def logs(values: Floats) -> Floats:
         raise ValueError("math domain error")
     out = np.empty(len(values))
     _logs(values, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _middles(values: Floats, order: Ints, start: Ints, out: Floats) -> None:
+    longest = 1
+    for g in range(len(start) - 1):
+        longest = max(longest, start[g + 1] - start[g])
+    held = np.empty(longest)
+    for g in range(len(start) - 1):
+        n = start[g + 1] - start[g]
+        for i in range(n):
+            held[i] = values[order[start[g] + i]]
+        first = max((n - 2) // 2, 0)
+        for t in range(min(MIDDLE, n - first)):
+            # The first place selected among them all; each next among what was left above it.
+            out[g, t] = _select(held, 0 if t == 0 else first + t, n - 1, first + t)
+
+
+def middles(values: Floats, order: Ints, start: Ints) -> Floats:
+    """For each group — ``order[start[g]:start[g + 1]]`` are its entries — its values at the
+    ``MIDDLE`` sorted places from ``max((n - 2) // 2, 0)`` on (NaN past its ``n``), selected,
+    not sorted: a median needs three values of a class of ten thousand."""
+    out = np.full((len(start) - 1, MIDDLE), np.nan)
+    _middles(np.ascontiguousarray(values, dtype=np.float64), order, start, out)
     return out

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .fit_kernels import MIDDLE, levels, logs, middles
+from .fit_kernels import levels, logs, medians, middles
 
 if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
     from .reference import Comparable
@@ -285,45 +285,19 @@ class Groups:
         p = self.partition
         return np.sort(self.values[p.order[p.start[g] : p.start[g + 1]]])
 
-    def _at(self, base: Ints, place: Ints) -> Floats:
-        """The value at ``place`` of each group's sorted values, where ``base`` (``_base``) is
-        where its middle begins (a place within the middle)."""
-        found: Floats = np.take(self.middle, base + place)
-        return found
-
-    def _base(self, group: Ints, n: Ints) -> Ints:
-        """Where each group's middle (of ``n`` values) begins, as a flat index less its first
-        place: ``base + place`` is the value at ``place``."""
-        base: Ints = group * MIDDLE - np.maximum((n - 2) // 2, 0)
-        return base
-
     def median(self, group: Ints) -> Floats:
         """Each entry's group's median (NaN for an empty group)."""
         if not len(self.middle):
             return np.full(len(group), np.nan)
-        n = self.count[group]
-        base = self._base(group, n)
-        lo, hi = np.maximum(n - 1, 0) // 2, np.maximum(n, 0) // 2
-        middle = self._at(base, lo) + self._at(base, hi)
-        return np.where(n > 0, middle / 2, np.nan)
+        return medians(self.middle, self.count, group)
 
     def median_without(self, group: Ints, entry: Ints) -> Floats:
-        """Each entry's group's median with that entry left out (NaN when none is left). The
-        values left are the sorted ones with one equal to the entry's gone: at each place, the
-        value there while it is below the entry's, else the next one (whichever equal value is
-        taken out, the values left are the same)."""
+        """Each entry's group's median with that entry left out (NaN when none is left): the
+        sorted values with one equal to the entry's gone (whichever equal value is taken out,
+        the values left are the same)."""
         if not len(self.middle):
             return np.full(len(group), np.nan)
-        n, gone = self.count[group], self.values[entry]
-        base, left = self._base(group, n), n - 1
-        lo, hi = np.maximum(left - 1, 0) // 2, np.maximum(left, 0) // 2
-
-        def at(i: Ints) -> Floats:
-            here, next_ = self._at(base, i), self._at(base, i + 1)
-            found: Floats = np.where(here >= gone, next_, here)
-            return found
-
-        return np.where(left > 0, (at(lo) + at(hi)) / 2, np.nan)
+        return medians(self.middle, self.count, group, self.values[entry])
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-__all__ = ["MIDDLE", "exps", "levels", "logs", "middles"]
+__all__ = ["MIDDLE", "exps", "levels", "logs", "medians", "middles"]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -191,4 +191,38 @@ def middles(values: Floats, order: Ints, start: Ints) -> Floats:
     not sorted: a median needs three values of a class of ten thousand."""
     out = np.full((len(start) - 1, MIDDLE), np.nan)
     _middles(np.ascontiguousarray(values, dtype=np.float64), order, start, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _medians(
+    middle: Floats, count: Ints, group: Ints, gone: Floats, without: bool, out: Floats
+) -> None:
+    for e in range(len(group)):
+        g = group[e]
+        n = count[g]
+        first = max((n - 2) // 2, 0)
+        if not without:
+            lo, hi = (n - 1) // 2, n // 2
+            out[e] = (middle[g, lo - first] + middle[g, hi - first]) / 2 if n > 0 else np.nan
+            continue
+        left = n - 1
+        if left <= 0:
+            out[e] = np.nan
+            continue
+        # The sorted values with one equal to ``gone`` taken out: at each place, the value
+        # there while it is below ``gone``, else the next one.
+        lo, hi = (left - 1) // 2 - first, left // 2 - first
+        low = middle[g, lo + 1] if middle[g, lo] >= gone[e] else middle[g, lo]
+        high = middle[g, hi + 1] if middle[g, hi] >= gone[e] else middle[g, hi]
+        out[e] = (low + high) / 2
+
+
+def medians(middle: Floats, count: Ints, group: Ints, gone: Floats | None = None) -> Floats:
+    """For each entry, its group's median from the group's ``middle`` (``middles``) and
+    ``count`` — without the value ``gone[e]`` where one is given (NaN when none is left)."""
+    out, group = np.empty(len(group)), np.ascontiguousarray(group, dtype=np.int64)
+    without = gone is not None
+    values = np.ascontiguousarray(gone, dtype=np.float64) if without else np.empty(0)
+    _medians(middle, count, group, values, without, out)
     return out

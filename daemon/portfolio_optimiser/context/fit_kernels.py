@@ -1,22 +1,22 @@
-"""The fit's innermost loops, compiled (numba): what numpy can only do by materialising every
-pair of every project's points — tens of millions of slopes at ten thousand projects — done one
-project at a time in a buffer of its own.
+"""The fit's innermost loops: what numpy can only do by materialising every pair of every
+project's points, or by sorting every class to take three values from its middle — done one
+project, one class at a time, compiled (``compiled``, loaded at the first call: a command that
+never fits does not load numba).
 
 The arithmetic is ``fit_arrays``'s, operation for operation (a slope is ``dy / dx``, a median the
-middle value or the mean of the two middle ones), so the figures are the same to the last digit;
-``tests/price_fit_plain.py`` holds both to the plain loop. Compiled once and cached beside the
-module (``cache=True``): a process's first fit loads it rather than compiling it again. The
-kernels hold no lock (``nogil``), so the fit's own threads run them on every core at once, and no
-thread pool of numba's is started (its default one refuses calls from two threads at a time).
+middle value or the mean of the two middle ones, logarithms and exponentials the C library's as
+``math`` takes them), so the figures are the same to the last digit; ``tests/price_fit_plain.py``
+holds the fit to the plain loop, ``tests/test_fit_kernels.py`` these to ``math``.
 """
 
 from __future__ import annotations
 
-import math
+import functools
+import importlib
+from types import ModuleType
 from typing import Final
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
 __all__ = ["MIDDLE", "exps", "levels", "logs", "medians", "middles"]
@@ -27,50 +27,13 @@ Ints = NDArray[np.int64]
 MIDDLE: Final = 3
 """The sorted places around a group's middle that its median, with or without one of its values,
 is taken from (``middles``)."""
-SAME_X: Final = 1e-9
-"""Two points closer than this in x give no slope (``theil_sen_points``)."""
 
 
-@njit(cache=True, nogil=True)
-def _select(values: Floats, lo: int, hi: int, k: int) -> float:
-    """The value that belongs at place ``k`` of ``values[lo:hi + 1]`` sorted, put there: what
-    lies before it is no larger, what lies after it no smaller (Hoare's selection, in place)."""
-    while lo < hi:
-        pivot = values[(lo + hi) >> 1]
-        i, j = lo, hi
-        while i <= j:
-            while values[i] < pivot:
-                i += 1
-            while values[j] > pivot:
-                j -= 1
-            if i <= j:
-                values[i], values[j] = values[j], values[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return float(values[k])
-    return float(values[k])
+@functools.cache
+def _compiled() -> ModuleType:
+    return importlib.import_module(".compiled", __package__)
 
 
-@njit(cache=True, nogil=True)
-def _median(values: Floats, n: int) -> float:
-    """The median of ``values[:n]`` as ``statistics.median`` takes it (reorders them)."""
-    lo, hi = (n - 1) // 2, n // 2
-    low = _select(values, 0, n - 1, lo)
-    if hi == lo:
-        return (low + low) / 2
-    high = float(values[lo + 1])  # after the selection, everything past ``lo`` is at least ``low``
-    for t in range(lo + 2, n):
-        if values[t] < high:
-            high = float(values[t])
-    return (low + high) / 2
-
-
-@njit(cache=True, nogil=True)
 def levels(
     points: tuple[Floats, Floats, Ints, Ints],
     start: Ints,
@@ -80,73 +43,16 @@ def levels(
     found: tuple[Floats, Floats, NDArray[np.bool_]],
 ) -> None:
     """Each project's (intercept, slope) of a robust line through its points, for the projects
-    ``first`` to ``last``, written into ``found`` (a, b, fitted).
+    ``projects`` (first, last + 1), written into ``found`` (a, b, fitted).
 
     A project's points are ``points`` (x, y, x's rank, the point's rank) from ``start[p]``,
     ``count[p]`` of them, in the order of their rank; a point whose ``y`` is NaN is not one. They
-    are ordered by (rank, y) as ``theil_sen_points`` sorts them. A project of fewer than
-    ``min_lines`` points is not fitted (0, 0). The slope is the median of the pairwise slopes
-    among its first ``max_lines`` points — 0 among fewer than ``slope_lines`` points or fewer
-    than three distinct x — and the intercept the median of ``y - slope * x`` over all of them.
-    """
-    x, y, x_rank, rank = points
-    first, last = projects
-    min_lines, slope_lines, max_lines = sampled
-    a, b, fitted = found
-    longest = 1
-    for p in range(first, last):
-        longest = max(longest, count[p])
-    px, py = np.empty(longest), np.empty(longest)
-    pr, xr = np.empty(longest, np.int64), np.empty(longest, np.int64)
-    k = min(longest, max_lines)
-    slopes, residuals = np.empty(max(k * (k - 1) // 2, 1)), np.empty(longest)
-    for p in range(first, last):
-        n = 0
-        for i in range(start[p], start[p] + count[p]):
-            if np.isnan(y[i]):
-                continue
-            # Already in rank order: only the points of one rank move, to their order by y.
-            j = n
-            while j > 0 and (pr[j - 1] > rank[i] or (pr[j - 1] == rank[i] and py[j - 1] > y[i])):
-                px[j], py[j], pr[j], xr[j] = px[j - 1], py[j - 1], pr[j - 1], xr[j - 1]
-                j -= 1
-            px[j], py[j], pr[j], xr[j] = x[i], y[i], rank[i], x_rank[i]
-            n += 1
-        fitted[p] = n >= min_lines
-        if not fitted[p]:
-            a[p], b[p] = 0.0, 0.0
-            continue
-        ordered = np.sort(xr[:n])
-        distinct = 1
-        for i in range(1, n):
-            if ordered[i] != ordered[i - 1]:
-                distinct += 1
-        slope = 0.0
-        if n >= slope_lines and distinct >= 3:
-            m, pairs = min(n, max_lines), 0
-            for i in range(m):
-                for j in range(i + 1, m):
-                    dx = px[j] - px[i]
-                    if abs(dx) > SAME_X:
-                        slopes[pairs] = (py[j] - py[i]) / dx
-                        pairs += 1
-            if pairs > 0:
-                slope = _median(slopes, pairs)
-        for i in range(n):
-            residuals[i] = py[i] - slope * px[i]
-        a[p], b[p] = _median(residuals, n), slope
-
-
-@njit(cache=True, nogil=True)
-def _exps(values: Floats, out: Floats) -> None:
-    for i in range(len(values)):
-        out[i] = math.exp(values[i])
-
-
-@njit(cache=True, nogil=True)
-def _logs(values: Floats, out: Floats) -> None:
-    for i in range(len(values)):
-        out[i] = math.log(values[i])
+    are ordered by (rank, y) as ``theil_sen_points`` sorts them. ``sampled`` is (min_lines,
+    slope_lines, max_lines): a project of fewer than ``min_lines`` points is not fitted (0, 0).
+    The slope is the median of the pairwise slopes among its first ``max_lines`` points — 0
+    among fewer than ``slope_lines`` points or fewer than three distinct x — and the intercept
+    the median of ``y - slope * x`` over all of them. Holds no lock: threads run it at once."""
+    _compiled().levels(points, start, count, projects, sampled, found)
 
 
 def exps(values: Floats) -> Floats:
@@ -154,7 +60,7 @@ def exps(values: Floats) -> Floats:
     in the last place for one value in twenty), without a Python float made for each; past
     the largest float it gives infinity where ``math.exp`` raises."""
     out = np.empty(len(values))
-    _exps(np.ascontiguousarray(values, dtype=np.float64), out)
+    _compiled().exps(np.ascontiguousarray(values, dtype=np.float64), out)
     return out
 
 
@@ -165,24 +71,8 @@ def logs(values: Floats) -> Floats:
     if not (values > 0).all():
         raise ValueError("math domain error")
     out = np.empty(len(values))
-    _logs(values, out)
+    _compiled().logs(values, out)
     return out
-
-
-@njit(cache=True, nogil=True)
-def _middles(values: Floats, order: Ints, start: Ints, out: Floats) -> None:
-    longest = 1
-    for g in range(len(start) - 1):
-        longest = max(longest, start[g + 1] - start[g])
-    held = np.empty(longest)
-    for g in range(len(start) - 1):
-        n = start[g + 1] - start[g]
-        for i in range(n):
-            held[i] = values[order[start[g] + i]]
-        first = max((n - 2) // 2, 0)
-        for t in range(min(MIDDLE, n - first)):
-            # The first place selected among them all; each next among what was left above it.
-            out[g, t] = _select(held, 0 if t == 0 else first + t, n - 1, first + t)
 
 
 def middles(values: Floats, order: Ints, start: Ints) -> Floats:
@@ -190,32 +80,8 @@ def middles(values: Floats, order: Ints, start: Ints) -> Floats:
     ``MIDDLE`` sorted places from ``max((n - 2) // 2, 0)`` on (NaN past its ``n``), selected,
     not sorted: a median needs three values of a class of ten thousand."""
     out = np.full((len(start) - 1, MIDDLE), np.nan)
-    _middles(np.ascontiguousarray(values, dtype=np.float64), order, start, out)
+    _compiled().middles(np.ascontiguousarray(values, dtype=np.float64), order, start, out)
     return out
-
-
-@njit(cache=True, nogil=True)
-def _medians(
-    middle: Floats, count: Ints, group: Ints, gone: Floats, without: bool, out: Floats
-) -> None:
-    for e in range(len(group)):
-        g = group[e]
-        n = count[g]
-        first = max((n - 2) // 2, 0)
-        if not without:
-            lo, hi = (n - 1) // 2, n // 2
-            out[e] = (middle[g, lo - first] + middle[g, hi - first]) / 2 if n > 0 else np.nan
-            continue
-        left = n - 1
-        if left <= 0:
-            out[e] = np.nan
-            continue
-        # The sorted values with one equal to ``gone`` taken out: at each place, the value
-        # there while it is below ``gone``, else the next one.
-        lo, hi = (left - 1) // 2 - first, left // 2 - first
-        low = middle[g, lo + 1] if middle[g, lo] >= gone[e] else middle[g, lo]
-        high = middle[g, hi + 1] if middle[g, hi] >= gone[e] else middle[g, hi]
-        out[e] = (low + high) / 2
 
 
 def medians(middle: Floats, count: Ints, group: Ints, gone: Floats | None = None) -> Floats:
@@ -224,5 +90,5 @@ def medians(middle: Floats, count: Ints, group: Ints, gone: Floats | None = None
     out, group = np.empty(len(group)), np.ascontiguousarray(group, dtype=np.int64)
     without = gone is not None
     values = np.ascontiguousarray(gone, dtype=np.float64) if without else np.empty(0)
-    _medians(middle, count, group, values, without, out)
+    _compiled().medians(middle, count, group, values, without, out)
     return out

@@ -354,3 +354,19 @@ def test_a_secret_logged_through_structlog_is_redacted() -> None:
             "detail": "password=[redacted:assignment]",
         }
     ]
+
+
+@pytest.mark.parametrize("filler", [0, 20_000])
+def test_a_text_scrubbed_again_is_scrubbed_as_the_first_time(filler: int) -> None:
+    """Short texts are remembered, long ones scrubbed each time: either way the same answer,
+    and a text carrying a private key is refused every time it comes."""
+    secret = "sk-" + "proj-" + "c" * 24
+    text = "x" * filler + f"key {secret} here\x1b[2J"
+    first, again = scrub(text), scrub(text)
+    assert first == again
+    assert secret not in again.text and "\x1b" not in again.text
+    assert set(again.kinds) >= {"openai-key", "control-sequence"}
+    keyed = "x" * filler + f"{PRIVATE_KEY_HEADER}\n{KEY_BODY}\n"
+    for _ in range(2):
+        with pytest.raises(RedactionRefused):
+            scrub(keyed)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from portfolio_optimiser._atomic import publish_text
+from portfolio_optimiser._atomic import publish_text, published_together
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import dump_frontmatter, read_concept
 from portfolio_optimiser.context.reference import (
@@ -112,13 +112,16 @@ class ReferencePages:
             return index
         whole = missing or on_disk is None or on_disk != self.previous
         root.mkdir(parents=True, exist_ok=True)
-        for name, key in wanted.items():
-            if not whole and key not in moved:
-                continue
-            text = _render(*key, classes.rendered(key), classes.class_digest(key))
-            page = root / name
-            if not whole or not page.is_file() or page.read_text("utf-8") != text:
-                publish_text(page, text)
+        # One flush for every page that moved (each of ten thousand projects' classes, when one
+        # project prices them all), not a flush of each page and of the folder after it.
+        with published_together():
+            for name, key in wanted.items():
+                if not whole and key not in moved:
+                    continue
+                text = _render(*key, classes.rendered(key), classes.class_digest(key))
+                page = root / name
+                if not whole or not page.is_file() or page.read_text("utf-8") != text:
+                    publish_text(page, text)
         gone = {_page_name(*key) for key in moved if key not in index.classes}
         for stale in sorted(root.glob("*.md")) if whole else [root / name for name in sorted(gone)]:
             if stale.name != _INDEX and stale.name not in wanted:

@@ -3,11 +3,14 @@ what is fitted and why; this module only makes it fast).
 
 A portfolio of ten thousand projects holds hundreds of thousands of comparables, and the fit is
 taken again whenever one of them moves. Each step here is the plain per-line arithmetic of
-``price_fit``, done on whole arrays: the same operations in the same order, so the figures are the
-ones a loop over the lines gives, to the last digit. Medians are taken as ``statistics.median``
-takes them (the middle value, or the mean of the two middle ones); logarithms are taken with
-``math.log`` (numpy's may differ in the last place); and sums of squares with ``math.fsum``.
-``tests/price_fit_plain.py`` keeps the plain loop these are held to.
+``price_fit``, done on whole arrays — or, where an array would hold far more than the answer
+(every pair of a project's points, every class sorted for the three values about its middle),
+one project or one class at a time in compiled loops (``fit_kernels``). The same operations in
+the same order, so the figures are the ones a loop over the lines gives, to the last digit.
+Medians are taken as ``statistics.median`` takes them (the middle value, or the mean of the two
+middle ones); logarithms as ``math.log`` takes them (numpy's may differ in the last place); and
+sums of squares with ``math.fsum``. ``tests/price_fit_plain.py`` keeps the plain loop these are
+held to.
 
 It also holds what one project's lines are measured with, a value at a time: a median without
 one value, the robust line through one project's points, and a class's spread.
@@ -15,6 +18,7 @@ one value, the robust line through one project's points, and a class's spread.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -269,12 +273,12 @@ class Groups:
     partition: Partition
     values: Floats
     """By entry."""
-    middle: Floats
-    """By group: its sorted values at the ``MIDDLE`` places from ``max((n - 2) // 2, 0)`` on."""
 
-    @classmethod
-    def of(cls, partition: Partition, values: Floats) -> Groups:
-        return cls(partition, values, middles(values, partition.order, partition.start))
+    @functools.cached_property
+    def middle(self) -> Floats:
+        """By group: its sorted values at the ``MIDDLE`` places from ``max((n - 2) // 2, 0)`` on
+        (selected once, when a median is first asked for)."""
+        return middles(self.values, self.partition.order, self.partition.start)
 
     @property
     def count(self) -> Ints:

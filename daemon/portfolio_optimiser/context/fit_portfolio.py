@@ -68,9 +68,9 @@ class PortfolioFit:
         classes = np.arange(n_classes)
         self._by_class = Partition.of(lines.klass, n_classes)
         self._by_cat = Partition.of(self._cat_group, self._n_cat_groups)
-        by_price = Groups.of(self._by_class, lines.log_price)
+        by_price = Groups(self._by_class, lines.log_price)
         deviation = np.abs(lines.log_price - by_price.median(lines.klass))
-        mad = MAD_TO_SIGMA * Groups.of(self._by_class, deviation).median(classes)
+        mad = MAD_TO_SIGMA * Groups(self._by_class, deviation).median(classes)
         self._loading_of = np.maximum(
             np.where(by_price.count >= 2, mad, 0.0), rule.min_spread
         ).astype(np.float64)
@@ -109,8 +109,8 @@ class PortfolioFit:
         lines = self._arrays
         x = self._loading_of[lines.klass]
         self._value = lines.log_price - (self._a[lines.project] + self._b[lines.project] * x)
-        self._across = Groups.of(self._by_class, self._value)
-        self._by_category = Groups.of(self._by_cat, self._value)
+        self._across = Groups(self._by_class, self._value)
+        self._by_category = Groups(self._by_cat, self._value)
         self._adjusted: dict[tuple[ClassKey, str | None], list[float]] = {}
 
     def _in_category(self, entries: Ints, others: int) -> NDArray[np.bool_]:
@@ -282,8 +282,8 @@ class PortfolioFit:
             if self._price_groups is None:
                 lines = self._arrays
                 self._price_groups = (
-                    Groups.of(self._by_class, lines.price),
-                    Groups.of(self._by_cat, lines.price),
+                    Groups(self._by_class, lines.price),
+                    Groups(self._by_cat, lines.price),
                 )
             across, by_category = self._price_groups
             group = self.key_index.get(key) if among is None else self.group(key, among)

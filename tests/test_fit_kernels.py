@@ -28,3 +28,31 @@ def test_exponentials_and_logarithms_are_maths_to_the_last_digit() -> None:
 def test_a_logarithm_of_no_positive_value_is_refused_as_math_refuses_it(bad: float) -> None:
     with pytest.raises(ValueError, match="math domain error"):
         logs(np.array([2.0, bad]))
+
+
+def test_a_selection_puts_the_kth_value_in_its_place_whatever_the_ties() -> None:
+    """The selection the medians rest on: the value at place ``k`` of the range sorted, with no
+    larger value before it and no smaller after it (``middles`` selects on from there), and
+    nothing outside the range touched — on values of few distinct prices, many, and none
+    alike, as a class of one price and a project's slopes give them."""
+    from portfolio_optimiser.context.compiled import _select
+
+    rng = np.random.default_rng(11)
+    for trial in range(3000):
+        n = int(rng.integers(1, 120))
+        values = [
+            rng.integers(0, 3, n).astype(float),
+            rng.integers(0, 40, n).astype(float),
+            rng.standard_cauchy(n),
+        ][trial % 3]
+        lo = int(rng.integers(0, n))
+        hi = int(rng.integers(lo, n))
+        k = int(rng.integers(lo, hi + 1))
+        placed = values.copy()
+        found = _select(placed, lo, hi, k)
+        assert found == np.sort(values[lo : hi + 1])[k - lo] == placed[k]
+        assert (placed[lo:k] <= found).all() and (placed[k + 1 : hi + 1] >= found).all()
+        assert np.array_equal(placed[:lo], values[:lo]) and np.array_equal(
+            placed[hi + 1 :], values[hi + 1 :]
+        )
+        assert sorted(placed[lo : hi + 1]) == sorted(values[lo : hi + 1])

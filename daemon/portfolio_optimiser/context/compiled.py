@@ -123,11 +123,13 @@ def levels(
         if not fitted[p]:
             a[p], b[p] = 0.0, 0.0
             continue
-        ordered = np.sort(xr[:n])
-        distinct = 1
+        # Whether three distinct x are among them, found without sorting them.
+        distinct, second = 1, xr[0]
         for i in range(1, n):
-            if ordered[i] != ordered[i - 1]:
-                distinct += 1
+            if xr[i] != xr[0] and (distinct == 1 or xr[i] != second):
+                distinct, second = distinct + 1, xr[i]
+                if distinct == 3:
+                    break
         slope = 0.0
         if n >= slope_lines and distinct >= 3:
             m, pairs = min(n, max_lines), 0

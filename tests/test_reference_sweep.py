@@ -8,7 +8,10 @@ import dataclasses
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
@@ -16,9 +19,14 @@ from portfolio_optimiser.context.reference import (
     ProjectPrices,
     ReferenceRule,
     reference_candidates,
+    reference_saving,
 )
 from portfolio_optimiser.context.reference_classes import ReferenceClasses
-from portfolio_optimiser.context.reference_sweep import ReferenceSweep
+from portfolio_optimiser.context.reference_sweep import (
+    ReferenceSweep,
+    reference_savings,
+    rounded_to_cents,
+)
 from tests.synthetic_ns3451 import generate_ns3451
 
 
@@ -125,3 +133,53 @@ def test_the_sweep_agrees_on_thin_classes(tmp_path: Path) -> None:
             seen["under min_comparables"] += int((entries.compared < rule.min_comparables).sum())
     assert all(seen[k] > 0 for k in ("likely", "possible", "thin spread")), seen
     assert seen["under min_comparables"] > 0, seen
+
+
+def _boundaries(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Prices, expected prices and quantities whose excess lands on, or a hair from, a step of
+    two significant figures, a power of ten, or nothing at all; and expected prices a hair from
+    a half cent."""
+    quantity = np.round(rng.uniform(0.5, 5000, n), int(rng.integers(0, 3)))
+    expected = np.round(rng.uniform(1, 90_000, n), 2)
+    target = rng.integers(10, 100, n) * 10.0 ** rng.integers(0, 9, n)  # a step, exactly
+    nudge = rng.choice([0.0, 1e-9, -1e-9, 1e-13, -1e-13, 0.37], n)
+    price = expected + target * (1 + nudge) / quantity
+    half_cents = np.round(rng.uniform(1, 90_000, n), 2) + rng.choice([0.005, 0.0049999999, 0.0], n)
+    return np.r_[price, expected + 0.01], np.r_[expected, half_cents], np.r_[quantity, quantity]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_savings_over_arrays_are_reference_savings_to_the_krone(seed: int) -> None:
+    """The sweep's savings are ``reference_saving``'s, exact decimal arithmetic, on the values
+    where a float is most likely to land on the wrong side: a hair from a step of two figures,
+    a power of ten, a half cent."""
+    price, expected, quantity = _boundaries(np.random.default_rng(seed), 20_000)
+    cents = rounded_to_cents(expected)
+    assert cents.tolist() == [round(v, 2) for v in expected.tolist()]
+    found = reference_savings(price, cents, quantity)
+    assert found.tolist() == [
+        reference_saving(p, e, q)
+        for p, e, q in zip(price.tolist(), cents.tolist(), quantity.tolist(), strict=True)
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.01, 1e9, allow_nan=False),
+            st.floats(0.01, 1e9, allow_nan=False),
+            st.floats(0.001, 1e6, allow_nan=False),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_any_savings_over_arrays_are_reference_savings(
+    rows: list[tuple[float, float, float]],
+) -> None:
+    price, expected, quantity = (np.array(column) for column in zip(*rows, strict=True))
+    assert rounded_to_cents(expected).tolist() == [round(v, 2) for v in expected.tolist()]
+    assert reference_savings(price, expected, quantity).tolist() == [
+        reference_saving(*row) for row in rows
+    ]

@@ -49,13 +49,10 @@ class _Posts:
 @dataclass
 class ReferenceSweep:
     """Kept by the one process that looks at the reruns: each project's posts as arrays,
-    made again only when its prices change, and each saving already worked out."""
+    made again only when its prices change."""
 
     _keys: dict[tuple[str, str], int] = field(default_factory=dict)
     _posts: dict[str, _Posts] = field(default_factory=dict)
-    _savings: dict[tuple[float, float, float], int] = field(default_factory=dict)
-    """(unit price, expected, quantity) → ``reference_saving``: exact decimal arithmetic, and
-    mostly the same from one look to the next."""
 
     def keys(
         self, fit: PriceFit, projects: Mapping[str, ProjectPrices]
@@ -66,9 +63,7 @@ class ReferenceSweep:
         known = np.full(len(self._keys) + 1, -1, dtype=np.int64)  # the last: no class
         for key, k in self._keys.items():
             known[k] = entries.key_index.get(key, -1)
-        if len(self._savings) > SAVINGS_KEPT:
-            self._savings.clear()
-        sweep = _Sweep(fit, entries, known, list(self._posts.values()), self._savings)
+        sweep = _Sweep(fit, entries, known, list(self._posts.values()))
         return dict(zip(self._posts, sweep.keys(), strict=True))
 
     def _arrays(self, name: str, prices: ProjectPrices) -> _Posts:
@@ -94,8 +89,6 @@ class ReferenceSweep:
         )
 
 
-SAVINGS_KEPT: Final = 1_000_000
-
 _GRADES: Final[tuple[str | None, ...]] = (None, "possible", "likely")
 
 
@@ -106,9 +99,8 @@ class _Sweep:
         entries: Entries,
         known: NDArray[np.int64],
         posts: list[_Posts],
-        savings: dict[tuple[float, float, float], int],
     ) -> None:
-        self.fit, self.entries, self.posts, self.savings = fit, entries, posts, savings
+        self.fit, self.entries, self.posts = fit, entries, posts
         n_projects = max(len(entries.project_index), 1)
         self.project = np.array(
             [entries.project_index.get(p.prices.project_id, -1) for p in posts], dtype=np.int64
@@ -163,10 +155,11 @@ class _Sweep:
         quantity = np.concatenate([p.quantity for p in self.posts])
         found: list[list[ReferenceKey]] = [[] for _ in self.posts]
         references = self.fit.references("", ())
-        for i in np.flatnonzero(graded).tolist():
+        at = np.flatnonzero(graded)
+        savings = reference_savings(price[at], rounded_to_cents(expected[at]), quantity[at])
+        for i, saving in zip(at.tolist(), savings.tolist(), strict=True):
             o = int(owner[i])
             posts = self.posts[o]
-            saving = self._saving(float(price[i]), round(float(expected[i]), 2), float(quantity[i]))
             if saving > 0 and material(saving, posts.prices.size, references):
                 j = i - int(starts[o])
                 found[o].append(
@@ -214,9 +207,54 @@ class _Sweep:
                 grade[i], expected[i] = _GRADES.index(line.grade), line.expected_nok
         return grade, expected
 
-    def _saving(self, price: float, expected: float, quantity: float) -> int:
-        said = (price, expected, quantity)
-        saving = self.savings.get(said)
-        if saving is None:
-            saving = self.savings[said] = reference_saving(price, expected, quantity)
-        return saving
+
+EXACT_BEYOND: Final = 2.0**-50
+"""A bound on the relative error of one float operation on inputs read from their shortest
+decimal forms, with room to spare (each is within 2**-53 of its decimal)."""
+
+
+def rounded_to_cents(values: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Each value as ``round(value, 2)`` gives it (the double nearest its decimal rounding, half
+    to even): over the array where the hundredfold value is clear of a half, by ``round`` itself
+    where it is not (numpy's rounding scales first, and the scaling can cross a half)."""
+    scaled = values * 100
+    whole = np.rint(scaled)
+    near_half = np.abs(np.abs(scaled - whole) - 0.5) <= np.abs(scaled) * EXACT_BEYOND * 4 + 1e-300
+    rounded = whole / 100
+    unclear = near_half | ~(np.abs(scaled) < 2.0**52)
+    for i in np.flatnonzero(unclear).tolist():
+        rounded[i] = round(float(values[i]), 2)
+    return rounded
+
+
+def reference_savings(
+    prices: NDArray[np.float64], expected: NDArray[np.float64], quantities: NDArray[np.float64]
+) -> NDArray[np.int64]:
+    """``reference_saving`` of each (unit price, expected price, quantity), over arrays: in
+    floating point where its error cannot reach the edge of a step of two significant figures,
+    and by ``reference_saving``'s exact decimals where it might (a few in a million)."""
+    excess = (prices - expected) * quantities
+    # What the float may be off the exact decimal product by: the inputs' own distance from
+    # their decimals, the subtraction, the product, and the division into steps below.
+    error = ((np.abs(prices) + np.abs(expected)) * np.abs(quantities) + np.abs(excess)) * (
+        EXACT_BEYOND * 4
+    )
+    # The float's sign is the exact one's (a correctly rounded difference keeps its sign, and
+    # shortest decimals keep the floats' order): no excess is no saving either way.
+    positive = excess > 0
+    safe_excess = np.where(positive, excess, 1.0)
+    power = np.floor(np.log10(safe_excess))
+    step = 10.0 ** np.maximum(power - 1, 0)
+    steps = safe_excess / step
+    floor = np.floor(steps)
+    margin = error / step
+    clear = (
+        positive
+        & (steps - floor > margin)
+        & (floor + 1 - steps > margin)  # a power of ten is a step's edge on either side
+        & (safe_excess < 1e15)
+    )
+    savings = np.where(clear, floor * step, 0.0).astype(np.int64)
+    for i in np.flatnonzero(~clear & positive).tolist():
+        savings[i] = reference_saving(float(prices[i]), float(expected[i]), float(quantities[i]))
+    return savings

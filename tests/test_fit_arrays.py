@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from portfolio_optimiser.context import fit_kernels
 from portfolio_optimiser.context.price_fit import PriceFit
 from portfolio_optimiser.context.reference import Comparable, ReferenceIndex, ReferenceRule
 from tests.price_fit_plain import PriceFit as PlainFit
@@ -74,8 +75,15 @@ def _lines(rnd: random.Random, index: ReferenceIndex, project: str, revised: boo
     return priced
 
 
+@pytest.fixture(params=["compiled", "numpy"])
+def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both forms of the fit's inner loops, whatever the portfolio's size (``fit_kernels``)."""
+    monkeypatch.setattr(fit_kernels, "COMPILED_FROM", 0 if request.param == "compiled" else 10**12)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(60))
-def test_the_fit_over_arrays_gives_the_plain_fits_figures(seed: int) -> None:
+def test_the_fit_over_arrays_gives_the_plain_fits_figures(seed: int, loops: str) -> None:
     rnd = random.Random(seed)
     index, projects, category = _portfolio(rnd)
     fit, plain = PriceFit(index), PlainFit(index)

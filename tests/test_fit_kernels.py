@@ -6,14 +6,23 @@ fit in ``test_fit_arrays``."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from portfolio_optimiser.context import fit_kernels
 from portfolio_optimiser.context.fit_kernels import exps, logs
 
 
-def test_exponentials_and_logarithms_are_maths_to_the_last_digit() -> None:
+@pytest.fixture(params=["compiled", "numpy"])
+def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setattr(fit_kernels, "COMPILED_FROM", 0 if request.param == "compiled" else 10**12)
+    return str(request.param)
+
+
+def test_exponentials_and_logarithms_are_maths_to_the_last_digit(loops: str) -> None:
     rng = np.random.default_rng(7)
     exponents = np.r_[
         rng.normal(0, 3, 50_000), np.clip(rng.normal(0, 300, 5_000), -745, 709), [0.0, -0.0, 709.0]
@@ -25,7 +34,9 @@ def test_exponentials_and_logarithms_are_maths_to_the_last_digit() -> None:
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])
-def test_a_logarithm_of_no_positive_value_is_refused_as_math_refuses_it(bad: float) -> None:
+def test_a_logarithm_of_no_positive_value_is_refused_as_math_refuses_it(
+    bad: float, loops: str
+) -> None:
     with pytest.raises(ValueError, match="math domain error"):
         logs(np.array([2.0, bad]))
 
@@ -56,3 +67,21 @@ def test_a_selection_puts_the_kth_value_in_its_place_whatever_the_ties() -> None
             placed[hi + 1 :], values[hi + 1 :]
         )
         assert sorted(placed[lo : hi + 1]) == sorted(values[lo : hi + 1])
+
+
+def test_a_small_portfolio_never_loads_the_compiler() -> None:
+    """Below ``COMPILED_FROM`` lines the fit runs over numpy arrays: numba, with the 110 MB it
+    keeps in the process, is not loaded (a fresh interpreter, as a small daemon starts)."""
+    script = (
+        "import sys\n"
+        "from portfolio_optimiser.context.reference import ReferenceIndex, Comparable\n"
+        "classes = {(f'K{k}', 'm2'): tuple(Comparable(f'p{p}', 's', 100.0 + p * k, None)"
+        " for p in range(30)) for k in range(12)}\n"
+        "index = ReferenceIndex(classes)\n"
+        "assert index.fit.assess('p3', None, [('K1.0', 'K1', 'm2', 900.0, 10.0)]).lines\n"
+        "print('numba' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "False", done.stderr

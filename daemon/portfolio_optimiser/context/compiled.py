@@ -1,6 +1,6 @@
 """The fit's innermost loops, compiled (numba); ``fit_kernels`` says what each computes and
-is the only module that loads this one (at the first fit: numba takes most of a second and a
-hundred megabytes to load).
+is the only module that loads this one (at the first fit of a large portfolio: numba takes
+about a second and a hundred megabytes to load).
 
 Compiled once and cached beside the module (``cache=True``): a process's first fit loads the
 machine code rather than compiling it again. The kernels hold no lock (``nogil``), so the fit's
@@ -11,21 +11,17 @@ default one refuses calls from two threads at a time). Each writes into arrays i
 from __future__ import annotations
 
 import math
-from typing import Final
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from .fit_kernels import MIDDLE
+from .fit_kernels import MIDDLE, SAME_X
 
 __all__ = ["exps", "levels", "logs", "medians", "middles"]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
-
-SAME_X: Final = 1e-9
-"""Two points closer than this in x give no slope (``theil_sen_points``)."""
 
 
 @njit(cache=True, nogil=True)

@@ -1,7 +1,9 @@
 """The fit's innermost loops: what numpy can only do by materialising every pair of every
 project's points, or by sorting every class to take three values from its middle — done one
-project, one class at a time, compiled (``compiled``, loaded at the first call: a command that
-never fits does not load numba).
+project, one class at a time, compiled (``compiled``) for a portfolio of ``COMPILED_FROM`` lines
+or more, and over numpy arrays (``fit_numpy``) below it: loading the compiler costs about a
+second and 110 MB that stay in the process, which a portfolio of a few hundred projects never
+wins back (the daemon idles in 120 MB). It is loaded at the first call that needs it.
 
 The arithmetic is ``fit_arrays``'s, operation for operation (a slope is ``dy / dx``, a median the
 middle value or the mean of the two middle ones, logarithms and exponentials the C library's as
@@ -19,7 +21,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["MIDDLE", "exps", "levels", "logs", "medians", "middles"]
+__all__ = ["COMPILED_FROM", "MIDDLE", "SAME_X", "exps", "levels", "logs", "medians", "middles"]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -29,9 +31,20 @@ MIDDLE: Final = 3
 is taken from (``middles``)."""
 
 
+COMPILED_FROM: Final = 200_000
+"""Lines (or values) from which a call runs compiled: about three thousand projects."""
+SAME_X: Final = 1e-9
+"""Two points closer than this in x give no slope (``theil_sen_points``)."""
+
+
 @functools.cache
-def _compiled() -> ModuleType:
-    return importlib.import_module(".compiled", __package__)
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f".{name}", __package__)
+
+
+def _loops(size: int) -> ModuleType:
+    """The loops for a call on ``size`` values: compiled, or over numpy arrays."""
+    return _module("compiled" if size >= COMPILED_FROM else "fit_numpy")
 
 
 def levels(
@@ -52,7 +65,7 @@ def levels(
     The slope is the median of the pairwise slopes among its first ``max_lines`` points — 0
     among fewer than ``slope_lines`` points or fewer than three distinct x — and the intercept
     the median of ``y - slope * x`` over all of them. Holds no lock: threads run it at once."""
-    _compiled().levels(points, start, count, projects, sampled, found)
+    _loops(len(points[0])).levels(points, start, count, projects, sampled, found)
 
 
 def exps(values: Floats) -> Floats:
@@ -60,7 +73,7 @@ def exps(values: Floats) -> Floats:
     in the last place for one value in twenty), without a Python float made for each; past
     the largest float it gives infinity where ``math.exp`` raises."""
     out = np.empty(len(values))
-    _compiled().exps(np.ascontiguousarray(values, dtype=np.float64), out)
+    _loops(len(values)).exps(np.ascontiguousarray(values, dtype=np.float64), out)
     return out
 
 
@@ -71,7 +84,7 @@ def logs(values: Floats) -> Floats:
     if not (values > 0).all():
         raise ValueError("math domain error")
     out = np.empty(len(values))
-    _compiled().logs(values, out)
+    _loops(len(values)).logs(values, out)
     return out
 
 
@@ -80,7 +93,7 @@ def middles(values: Floats, order: Ints, start: Ints) -> Floats:
     ``MIDDLE`` sorted places from ``max((n - 2) // 2, 0)`` on (NaN past its ``n``), selected,
     not sorted: a median needs three values of a class of ten thousand."""
     out = np.full((len(start) - 1, MIDDLE), np.nan)
-    _compiled().middles(np.ascontiguousarray(values, dtype=np.float64), order, start, out)
+    _loops(len(values)).middles(np.ascontiguousarray(values, dtype=np.float64), order, start, out)
     return out
 
 
@@ -90,5 +103,5 @@ def medians(middle: Floats, count: Ints, group: Ints, gone: Floats | None = None
     out, group = np.empty(len(group)), np.ascontiguousarray(group, dtype=np.int64)
     without = gone is not None
     values = np.ascontiguousarray(gone, dtype=np.float64) if without else np.empty(0)
-    _compiled().medians(middle, count, group, values, without, out)
+    _loops(len(group)).medians(middle, count, group, values, without, out)
     return out

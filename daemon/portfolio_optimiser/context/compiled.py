@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from .fit_kernels import MIDDLE, SAME_X
+from .fit_kernels import MIDDLE, SAME_X, Block
 
 __all__ = ["exps", "levels", "logs", "medians", "middles"]
 
@@ -83,19 +83,10 @@ def _median(values: Floats, n: int) -> float:
 
 
 @njit(cache=True, nogil=True)
-def levels(
-    points: tuple[Floats, Floats, Ints, Ints],
-    start: Ints,
-    count: Ints,
-    projects: tuple[int, int],
-    sampled: tuple[int, int, int],
-    found: tuple[Floats, Floats, NDArray[np.bool_]],
-) -> None:
+def levels(block: Block) -> None:
     """``fit_kernels.levels``."""
-    x, y, x_rank, rank = points
-    first, last = projects
-    min_lines, slope_lines, max_lines = sampled
-    a, b, fitted = found
+    x, y, x_rank, rank, start, count = block[:6]
+    first, last, min_lines, slope_lines, max_lines, a, b, fitted = block[6:]
     longest = 1
     for p in range(first, last):
         longest = max(longest, count[p])

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from .fit_kernels import levels, logs, medians, middles
+from .fit_kernels import Block, levels, logs, medians, middles
 
 if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
     from .reference import Comparable
@@ -336,12 +336,16 @@ class Levels:
         n_projects = len(self.count)
         a, b = np.zeros(n_projects), np.zeros(n_projects)
         fitted = np.zeros(n_projects, dtype=np.bool_)
-        points = (self.x, np.ascontiguousarray(y[self.order]), self.x_rank, self.rank)
-        sampled = (MIN_LINES_FOR_LEVEL, SLOPE_LINES, MAX_SLOPE_LINES)
+        ys = np.ascontiguousarray(y[self.order])
         bounds = [*range(0, n_projects, BLOCK), n_projects]
 
         def fit(first: int, last: int) -> None:
-            levels(points, self.start, self.count, (first, last), sampled, (a, b, fitted))
+            levels(
+                Block(
+                    *(self.x, ys, self.x_rank, self.rank, self.start, self.count, first, last),
+                    *(MIN_LINES_FOR_LEVEL, SLOPE_LINES, MAX_SLOPE_LINES, a, b, fitted),
+                )
+            )
 
         # The kernel lets go of the GIL: the blocks are fitted on every core at once.
         with ThreadPoolExecutor(max_workers=min(len(bounds) - 1, THREADS) or 1) as pool:

@@ -16,12 +16,22 @@ from __future__ import annotations
 import functools
 import importlib
 from types import ModuleType
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["COMPILED_FROM", "MIDDLE", "SAME_X", "exps", "levels", "logs", "medians", "middles"]
+__all__ = [
+    "COMPILED_FROM",
+    "MIDDLE",
+    "SAME_X",
+    "Block",
+    "exps",
+    "levels",
+    "logs",
+    "medians",
+    "middles",
+]
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -47,25 +57,37 @@ def _loops(size: int) -> ModuleType:
     return _module("compiled" if size >= COMPILED_FROM else "fit_numpy")
 
 
-def levels(
-    points: tuple[Floats, Floats, Ints, Ints],
-    start: Ints,
-    count: Ints,
-    projects: tuple[int, int],
-    sampled: tuple[int, int, int],
-    found: tuple[Floats, Floats, NDArray[np.bool_]],
-) -> None:
-    """Each project's (intercept, slope) of a robust line through its points, for the projects
-    ``projects`` (first, last + 1), written into ``found`` (a, b, fitted).
+class Block(NamedTuple):
+    """One call's work for ``levels``: the projects ``first`` to ``last - 1``. A project's points
+    are (``x``, ``y``, ``x_rank``, ``rank``) from ``starts[p]``, ``counts[p]`` of them, in the
+    order of their rank; its level is written into ``a``, ``b`` and ``fitted``."""
 
-    A project's points are ``points`` (x, y, x's rank, the point's rank) from ``start[p]``,
-    ``count[p]`` of them, in the order of their rank; a point whose ``y`` is NaN is not one. They
-    are ordered by (rank, y) as ``theil_sen_points`` sorts them. ``sampled`` is (min_lines,
-    slope_lines, max_lines): a project of fewer than ``min_lines`` points is not fitted (0, 0).
-    The slope is the median of the pairwise slopes among its first ``max_lines`` points — 0
-    among fewer than ``slope_lines`` points or fewer than three distinct x — and the intercept
-    the median of ``y - slope * x`` over all of them. Holds no lock: threads run it at once."""
-    _loops(len(points[0])).levels(points, start, count, projects, sampled, found)
+    x: Floats
+    y: Floats
+    """NaN: not a point."""
+    x_rank: Ints
+    rank: Ints
+    starts: Ints
+    counts: Ints
+    first: int
+    last: int
+    min_lines: int
+    slope_lines: int
+    max_lines: int
+    a: Floats
+    b: Floats
+    fitted: NDArray[np.bool_]
+
+
+def levels(block: Block) -> None:
+    """Each project's (intercept, slope) of a robust line through its points.
+
+    A project's points are ordered by (rank, y) as ``theil_sen_points`` sorts them. A project of
+    fewer than ``min_lines`` points is not fitted (0, 0). The slope is the median of the pairwise
+    slopes among its first ``max_lines`` points — 0 among fewer than ``slope_lines`` points or
+    fewer than three distinct x — and the intercept the median of ``y - slope * x`` over all of
+    them. Holds no lock: threads run it on blocks of their own at once."""
+    _loops(len(block.x)).levels(block)
 
 
 def exps(values: Floats) -> Floats:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from .fit_kernels import MIDDLE, SAME_X
+from .fit_kernels import MIDDLE, SAME_X, Block
 
 __all__ = ["exps", "levels", "logs", "medians", "middles"]
 
@@ -22,36 +22,27 @@ Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
 
 
-def levels(
-    points: tuple[Floats, Floats, Ints, Ints],
-    start: Ints,
-    count: Ints,
-    projects: tuple[int, int],
-    sampled: tuple[int, int, int],
-    found: tuple[Floats, Floats, NDArray[np.bool_]],
-) -> None:
-    x, y, x_rank, rank = points
-    first, last = projects
-    min_lines, slope_lines, max_lines = sampled
-    a, b, fitted = found
+def levels(block: Block) -> None:
+    first, last, a, b, fitted = block.first, block.last, block.a, block.b, block.fitted
     if last <= first:
         return
+    start, count, x, y = block.starts, block.counts, block.x, block.y
     lo, hi = int(start[first]), int(start[last - 1] + count[last - 1])
     project = np.repeat(np.arange(first, last), count[first:last])
     known = ~np.isnan(y[lo:hi])
     project, xs, ys = project[known], x[lo:hi][known], y[lo:hi][known]
-    x_ranks, ranks = x_rank[lo:hi][known], rank[lo:hi][known]
+    x_ranks, ranks = block.x_rank[lo:hi][known], block.rank[lo:hi][known]
     order = np.lexsort((ys, ranks, project))  # by project, then rank, then y
     project, xs, ys, x_ranks = project[order], xs[order], ys[order], x_ranks[order]
     counts = np.bincount(project - first, minlength=last - first)
     begins = np.r_[0, np.cumsum(counts)][:-1]
-    ok = counts >= min_lines
+    ok = counts >= block.min_lines
     a[first:last], b[first:last], fitted[first:last] = 0.0, 0.0, ok
     for n in np.unique(counts[ok]).tolist():
         rows = np.flatnonzero(ok & (counts == n))
         at = begins[rows][:, None] + np.arange(n)
         a[first + rows], b[first + rows] = _rows(
-            xs[at], ys[at], x_ranks[at], slope_lines, max_lines
+            xs[at], ys[at], x_ranks[at], block.slope_lines, block.max_lines
         )
 
 

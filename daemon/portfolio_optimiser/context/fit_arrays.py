@@ -342,12 +342,24 @@ class Levels:
         def fit(first: int, last: int) -> None:
             levels(
                 Block(
-                    *(self.x, ys, self.x_rank, self.rank, self.start, self.count, first, last),
-                    *(MIN_LINES_FOR_LEVEL, SLOPE_LINES, MAX_SLOPE_LINES, a, b, fitted),
+                    x=self.x,
+                    y=ys,
+                    x_rank=self.x_rank,
+                    rank=self.rank,
+                    starts=self.start,
+                    counts=self.count,
+                    first=first,
+                    last=last,
+                    min_lines=MIN_LINES_FOR_LEVEL,
+                    slope_lines=SLOPE_LINES,
+                    max_lines=MAX_SLOPE_LINES,
+                    a=a,
+                    b=b,
+                    fitted=fitted,
                 )
             )
 
-        # The kernel lets go of the GIL: the blocks are fitted on every core at once.
+        # Both forms of the loops let go of the GIL: the blocks are fitted on every core at once.
         with ThreadPoolExecutor(max_workers=min(len(bounds) - 1, THREADS) or 1) as pool:
             list(pool.map(fit, bounds[:-1], bounds[1:]))
         return a, b, fitted

@@ -1,9 +1,10 @@
 """The fit's innermost loops: what numpy can only do by materialising every pair of every
 project's points, or by sorting every class to take three values from its middle — done one
-project, one class at a time, compiled (``compiled``) for a portfolio of ``COMPILED_FROM`` lines
-or more, and over numpy arrays (``fit_numpy``) below it: loading the compiler costs about a
-second and 110 MB that stay in the process, which a portfolio of a few hundred projects never
-wins back (the daemon idles in 120 MB). It is loaded at the first call that needs it.
+project, one class at a time. A call on ``COMPILED_FROM`` values or more (the lines of a
+portfolio of about three thousand projects) runs compiled (``compiled``), a smaller one over
+numpy arrays (``fit_numpy``): loading the compiler costs about a second and 110 MB that stay in
+the process, which a portfolio of a few hundred projects never wins back (the daemon idles in
+120 MB). It is loaded at the first call that needs it.
 
 The arithmetic is ``fit_arrays``'s, operation for operation (a slope is ``dy / dx``, a median the
 middle value or the mean of the two middle ones, logarithms and exponentials the C library's as

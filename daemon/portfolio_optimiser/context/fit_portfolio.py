@@ -93,7 +93,7 @@ class PortfolioFit:
         for _round in range(ROUNDS):
             self._fit_centres()
             centre = self._centres(leave_out=False)
-            a, b, fitted = self._theil_sen(lines.log_price - centre)
+            a, b, fitted = self._levels.fit(lines.log_price - centre)
             self._a, self._b = np.where(fitted, a, self._a), np.where(fitted, b, self._b)
         self._fit_centres()
         self._fit_spreads()
@@ -133,10 +133,6 @@ class PortfolioFit:
             across, by_category = self._across.median(klass), self._by_category.median(group)
         return np.where(among, by_category, across)
 
-    def _theil_sen(self, y: Floats) -> tuple[Floats, Floats, NDArray[np.bool_]]:
-        """Each project's level through its lines' (loading, ``y``), where ``y`` is a number."""
-        return self._levels.fit(y)
-
     def group(self, key: ClassKey, category: str | None) -> int | None:
         k = self.key_index.get(key)
         c = self._category_index.get(category) if category else None
@@ -160,7 +156,7 @@ class PortfolioFit:
         """Each indexed project's judging level; each indexed line's residual (``residual``);
         each class's spread (``Spread``), and the spread pooled over the classes."""
         lines = self._arrays
-        self._judged_a, self._judged_b, _fitted = self._theil_sen(
+        self._judged_a, self._judged_b, _fitted = self._levels.fit(
             lines.log_price - self._centres(leave_out=True)
         )
         among = self._in_category(np.arange(len(lines)), 1)

@@ -10,8 +10,10 @@ own posts: a project id in two folders, or a project changed since the index was
 Every post is measured over arrays at once, with ``PriceFit``'s own arithmetic on the same
 numbers in the same order — its logarithms and exponentials as ``math`` takes them
 (``fit_kernels``; numpy's may differ in the last place) — so a grade and an expected price are
-the ones ``assess`` gives, to the last digit (``tests/test_reference_sweep.py``). A post whose spread is the median
-of too few residuals is measured as ``assess`` measures it (``PriceFit.indexed_reference``).
+the ones ``assess`` gives, to the last digit (``tests/test_reference_sweep.py``). A post whose
+spread is the median of too few residuals is measured as ``assess`` measures it
+(``PriceFit.indexed_reference``). Savings are ``reference_saving``'s, worked out over arrays
+(``reference_savings``).
 """
 
 from __future__ import annotations
@@ -177,8 +179,9 @@ class _Sweep:
     ) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
         """Each post's grade (0 none, 1 possible, 2 likely) and its expected price. The figures are
         ``PriceFit._reference``'s own arithmetic on the same numbers, in the same order (its
-        logarithms and exponentials as ``math`` takes them: numpy's may differ in the last place); a post
-        whose spread is a median of too few residuals is measured as ``assess`` measures it."""
+        logarithms and exponentials as ``math`` takes them: numpy's may differ in the last
+        place); a post whose spread is a median of too few residuals is measured as ``assess``
+        measures it."""
         e, rule = self.entries, self.fit.rule  # the grades as ``price_fit.grade`` gives them
         safe = np.maximum(entry, 0)
         centre = e.centre[safe]

@@ -328,7 +328,7 @@ class Portfolio:
         }
         due = []
         for folder, prices, identity in identities:
-            standing = self._standing(ledger, prices.project_id, (identity, known), latest)
+            standing = self._standing(ledger, prices.project_id, identity, latest, known)
             if standing is not None:
                 due.append(Due(folder, standing[0], prices, references, standing[1]))
         return due
@@ -337,14 +337,15 @@ class Portfolio:
         self,
         ledger: Ledger,
         project_id: str,
-        asked: tuple[str, Mapping[str, Item]],
+        identity: str,
         latest: Mapping[str, str],
+        items: Mapping[str, Item],
     ) -> tuple[str, bool] | None:
-        """What is due for this identity (``asked``: with the ledger's items of every identity
-        the look asks about): (identity, False) to run it, (identity, True) to let its earlier
-        run stand again, None when its run is the latest (or failed). An earlier run whose folder
-        is gone from the outbox cannot stand again: it is run anew, under an identity of its own."""
-        identity, items = asked
+        """What is due for this identity: (identity, False) to run it, (identity, True) to let
+        its earlier run stand again, None when its run is the latest (or failed). ``items`` are
+        the ledger's items of every identity the look asks about, read at once. An earlier run
+        whose folder is gone from the outbox cannot stand again: it is run anew, under an
+        identity of its own."""
         for generation in range(MAX_GENERATIONS):
             known = items.get(identity) if generation == 0 else ledger.get(identity)
             if known is None or known.state not in {"done", "failed"}:

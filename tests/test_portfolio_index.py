@@ -11,11 +11,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import structlog
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context import reference_classes
+from portfolio_optimiser.context.fit_lines import Lines
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.reference import (
     Comparable,
@@ -172,6 +174,29 @@ def _afresh(portfolio: dict[str, ProjectPrices]) -> ReferenceIndex:
     )
 
 
+def _same_lines(kept: ReferenceIndex, afresh: ReferenceIndex) -> None:
+    """The fit's arrays joined from the columns the classes kept are the arrays taken apart
+    afresh, project and category by name (their numbers are the fit's own), and so is the fit."""
+    assert kept.columns is not None
+    ours, theirs = kept.columns.lines(), Lines.of(afresh.classes.values())
+    for lines in (ours, theirs):  # numbered densely among those present
+        assert sorted(set(lines.project.tolist())) == list(range(len(lines.project_ids)))
+    assert [ours.project_ids[p] for p in ours.project] == [
+        theirs.project_ids[p] for p in theirs.project
+    ]
+    assert [ours.categories[c] if c >= 0 else None for c in ours.category] == [
+        theirs.categories[c] if c >= 0 else None for c in theirs.category
+    ]
+    for name in ("klass", "price", "log_price", "last"):
+        assert getattr(ours, name).tolist() == getattr(theirs, name).tolist(), name
+    fitted, refitted = kept.fit.entries(), afresh.fit.entries()
+    for name in ("centre", "compared", "spread", "exact_spread"):
+        assert np.array_equal(getattr(fitted, name), getattr(refitted, name), equal_nan=True)
+    for project, p in fitted.project_index.items():
+        q = refitted.project_index[project]
+        assert (fitted.level_a[p], fitted.level_b[p]) == (refitted.level_a[q], refitted.level_b[q])
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
     seed: int, monkeypatch: pytest.MonkeyPatch
@@ -194,6 +219,7 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
         moved = classes.update(dict(portfolio))
         afresh = _afresh(portfolio)
         assert classes.index().classes == afresh.classes
+        _same_lines(classes.index(), afresh)
         for key in rng.sample(sorted(afresh.classes), rng.randint(0, len(afresh.classes))):
             # Kept as members join and leave once asked for: the class's rendering afresh.
             assert classes.rendered(key) == [render(c) for c in afresh.classes[key]]

@@ -27,22 +27,18 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .fit_kernels import Block, levels, logs, medians, middles
-
-if TYPE_CHECKING:  # reference.py builds on the fit, which builds on this; typing only
-    from .reference import Comparable
+from .fit_kernels import Block, levels, medians, middles
 
 __all__ = [
     "MAD_TO_SIGMA",
     "Entries",
     "Groups",
     "Levels",
-    "Lines",
     "Partition",
     "Spread",
     "class_rank",
@@ -175,74 +171,6 @@ class Entries(NamedTuple):
     """By class."""
     project_index: dict[str, int]
     key_index: dict[tuple[str, str], int]
-
-
-@dataclass(frozen=True)
-class Lines:
-    """Every comparable of the index, one entry each, in the index's order (class by class)."""
-
-    project: Ints
-    """Index into ``project_ids``: two folders of one project id are one project, as a line's
-    project is its id."""
-    klass: Ints
-    category: Ints
-    """Index into ``categories``; -1 for none."""
-    log_price: Floats
-    price: Floats
-    project_ids: list[str]
-    categories: list[str]
-    last: Ints
-    """For each entry, the project's last entry in the same class (itself but for a project id
-    in two folders): the one a project's lines are measured without."""
-
-    @classmethod
-    def of(cls, classes: Sequence[Sequence[Comparable]]) -> Lines:
-        """From each class's comparables (project id, source, unit price, category), taken a
-        column at a time: ten thousand projects' lines are hundreds of thousands."""
-        ids: list[str] = []
-        cats: list[str | None] = []
-        prices: list[float] = []
-        sizes = []
-        for comparables in classes:
-            sizes.append(len(comparables))
-            if comparables:
-                found, _sources, unit_prices, categories = zip(*comparables, strict=True)
-                ids += found
-                cats += categories
-                prices += unit_prices
-        # Numbered in the order they first appear, by maps over the whole column at once.
-        projects = {p: n for n, p in enumerate(dict.fromkeys(ids))}
-        named = [c for c in dict.fromkeys(cats) if c]
-        numbered = {None: -1, "": -1} | {c: n for n, c in enumerate(named)}
-        p = np.fromiter(map(projects.__getitem__, ids), dtype=np.int64, count=len(ids))
-        price = np.array(prices, dtype=np.float64)
-        k = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-        pair = k * max(len(projects), 1) + p
-        # A class's entries of one project are adjacent: the last of a run is the one kept.
-        ends = np.flatnonzero(np.r_[pair[1:] != pair[:-1], True]) if len(pair) else pair
-        last = np.repeat(ends, np.diff(np.r_[-1, ends])) if len(pair) else pair
-        return cls(
-            project=p,
-            klass=k,
-            category=np.fromiter(map(numbered.__getitem__, cats), dtype=np.int64, count=len(cats)),
-            log_price=logs(price),
-            price=price,
-            project_ids=list(projects),
-            categories=named,
-            last=last.astype(np.int64),
-        )
-
-    def __len__(self) -> int:
-        return len(self.project)
-
-    def by_category(self) -> Ints:
-        """Each entry's (class, category) group; -1 for an entry with no category."""
-        return np.where(
-            self.category >= 0, self.klass * max(len(self.categories), 1) + self.category, -1
-        )
-
-    def group_count(self, n_classes: int) -> int:
-        return n_classes * max(len(self.categories), 1)
 
 
 @dataclass(frozen=True)

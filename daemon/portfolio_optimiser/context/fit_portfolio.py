@@ -21,12 +21,12 @@ from .fit_arrays import (
     Groups,
     Ints,
     Levels,
-    Lines,
     Partition,
     Spread,
     class_rank,
     dense_ranks,
 )
+from .fit_lines import Lines
 
 if TYPE_CHECKING:  # reference.py builds on price_fit, which builds on this; typing only
     from .reference import ReferenceIndex
@@ -60,7 +60,8 @@ class PortfolioFit:
         self._keys = list(index.classes)
         self.key_index = {key: k for k, key in enumerate(self._keys)}
         n_classes = len(self._keys)
-        lines = self._arrays = Lines.of(list(index.classes.values()))
+        kept = index.columns
+        lines = self._arrays = kept.lines() if kept else Lines.of(index.classes.values())
         self._project_index = {p: i for i, p in enumerate(lines.project_ids)}
         self._category_index = {c: i for i, c in enumerate(lines.categories)}
         self._cat_group = lines.by_category()

@@ -31,6 +31,7 @@ from decimal import ROUND_FLOOR, Decimal
 from functools import cached_property
 from typing import Final, NamedTuple
 
+from .fit_lines import ClassColumns
 from .line_references import LineReference, ProjectReferences
 from .models import REFERENCE_PRICE, Candidate, CostLine, Project
 from .price_fit import PriceFit, weighted_price
@@ -193,6 +194,9 @@ class ReferenceIndex:
 
     classes: Mapping[tuple[str, str], tuple[Comparable, ...]] = field(default_factory=dict)
     rule: ReferenceRule = ReferenceRule()
+    columns: ClassColumns | None = field(default=None, compare=False, repr=False)
+    """The classes' comparables as arrays, in the same order, where their keeper holds them
+    (``ReferenceClasses``); else the fit takes them apart itself."""
 
     @classmethod
     def of(cls, projects: Iterable[Project], rule: ReferenceRule | None = None) -> ReferenceIndex:

@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from typing import Final
 
+from .fit_lines import ClassColumns, Columns, Numbering
 from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
 
 __all__ = ["ClassKey", "ReferenceClasses", "Rendered"]
@@ -41,6 +42,11 @@ class ReferenceClasses:
         """Each class's members (``_member``), sorted; ``_rows`` in the same order."""
         self._rows: dict[ClassKey, list[Comparable]] = {}
         self._classes: dict[ClassKey, tuple[Comparable, ...]] = {}
+        self._columns: dict[ClassKey, Columns] = {}
+        """Each class's comparables as the fit's arrays (``Columns``), in the same order, patched
+        as members join and leave."""
+        self._numbered = (Numbering(), Numbering())
+        """The project ids and the categories the columns number."""
         self._sums: dict[ClassKey, int] = {}
         """Each class's members' hashes summed: its digest, kept as a member joins or leaves."""
         self._folders = 0
@@ -79,7 +85,8 @@ class ReferenceClasses:
             if self._rows[key]:
                 self._classes[key] = tuple(self._rows[key])
             else:
-                for store in (self._order, self._rows, self._classes, self._sums, self._rendered):
+                stores = (self._order, self._rows, self._classes, self._sums, self._rendered)
+                for store in (*stores, self._columns):
                     store.pop(key, None)
         self._projects = dict(projects)
         return moved
@@ -94,24 +101,29 @@ class ReferenceClasses:
         bisection (one project moved), many by one sort (a start)."""
         order, rows = self._order.setdefault(key, []), self._rows.setdefault(key, [])
         rendered = self._rendered.get(key)
-        if len(joins) + len(leaves) <= FEW_MOVES:
+        columns = self._columns.get(key)
+        if columns is not None and len(joins) + len(leaves) <= FEW_MOVES:
             for member in leaves:
                 at = bisect_left(order, member)
                 del order[at], rows[at]
+                columns = columns.deleted(at)
                 if rendered is not None:
                     del rendered[at]
             for member, comparable in joins:
                 at = bisect_left(order, member)
                 order.insert(at, member)
                 rows.insert(at, comparable)
+                columns = columns.inserted(at, comparable, *self._numbered)
                 if rendered is not None and self._render is not None:
                     rendered.insert(at, self._render(comparable))
+            self._columns[key] = columns
             return
         self._rendered.pop(key, None)  # rendered again when next asked for
         kept = [(m, c) for m, c in zip(order, rows, strict=True) if m not in leaves] + joins
         kept.sort()  # by member: one project's comparable in a class per folder, never a tie
         self._order[key] = [m for m, _c in kept]
         self._rows[key] = [c for _m, c in kept]
+        self._columns[key] = Columns.of(self._rows[key], *self._numbered)
 
     def rendered(self, key: ClassKey) -> list[Rendered]:
         """The class's members as ``render`` renders them, in order: rendered whole when first
@@ -125,7 +137,14 @@ class ReferenceClasses:
         return found
 
     def index(self) -> ReferenceIndex:
-        return ReferenceIndex({key: self._classes[key] for key in sorted(self._classes)}, self.rule)
+        keys = sorted(self._classes)
+        projects, categories = self._numbered
+        columns = ClassColumns(
+            tuple(self._columns[key] for key in keys),
+            tuple(projects.names),
+            tuple(categories.names),
+        )
+        return ReferenceIndex({key: self._classes[key] for key in keys}, self.rule, columns)
 
     def digest(self) -> str:
         """Every class's comparables and every project, as one digest: what the pages hold."""

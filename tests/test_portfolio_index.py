@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from portfolio_optimiser.context.reference import (
     ReferenceIndex,
     ReferenceRule,
 )
-from portfolio_optimiser.context.reference_classes import ReferenceClasses
+from portfolio_optimiser.context.reference_classes import Places, ReferenceClasses
 from portfolio_optimiser.daemon import ingested, references
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.portfolio import Portfolio
@@ -140,13 +141,22 @@ def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     )
     root = tmp_path / "reference"
     root.mkdir()
-    text = references._render("23", "m2", [references.page_lines(c) for c in rows], "d1")
+    text = references._render("23", "m2", _places(map(references.page_lines, rows)), "d1")
     (root / "23@m2.md").write_text(text, "utf-8")
     read = read_reference_classes(root, ReferenceRule(), log=LOG)
     assert read.classes == {("23", "m2"): rows}
     # The manifest, joined from the ids rendered once each, is what json.dumps writes.
     manifest = {"built_from": [c.project_id for c in rows], "class_digest": "d1"}
     assert f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n" in text
+
+
+def _places(rows: Iterable[tuple[str, str, str]]) -> Places:
+    """Rendered members as a class keeps them: what each place says, a list a place."""
+    places: Places = ([], [], [])
+    for row in rows:
+        for place, said in zip(places, row, strict=True):
+            place.append(said)
+    return places
 
 
 def _prices(rng: random.Random, project_id: str) -> ProjectPrices:
@@ -222,7 +232,7 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
         _same_lines(classes.index(), afresh)
         for key in rng.sample(sorted(afresh.classes), rng.randint(0, len(afresh.classes))):
             # Kept as members join and leave once asked for: the class's rendering afresh.
-            assert classes.rendered(key) == [render(c) for c in afresh.classes[key]]
+            assert classes.rendered(key) == _places([render(c) for c in afresh.classes[key]])
         built_once = ReferenceClasses(ReferenceRule())
         built_once.update(dict(portfolio))
         assert classes.digest() == built_once.digest()  # kept, not recomputed: the same

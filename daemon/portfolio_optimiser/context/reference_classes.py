@@ -16,11 +16,14 @@ from typing import Final
 from .fit_lines import ClassColumns, Columns, Numbering
 from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
 
-__all__ = ["ClassKey", "ReferenceClasses", "Rendered"]
+__all__ = ["ClassKey", "Places", "ReferenceClasses", "Rendered"]
 
 ClassKey = tuple[str, str]
 Rendered = tuple[str, str, str]
 """A member as its class's page writes it (``render``): what each of three places there says."""
+Places = tuple[list[str], list[str], list[str]]
+"""A class's members as its page writes them: what each place says of each member, in order (a
+list a place, so each is joined as it is, not picked out of ten thousand tuples)."""
 
 
 class ReferenceClasses:
@@ -34,7 +37,7 @@ class ReferenceClasses:
     ) -> None:
         self.rule = rule
         self._render = render
-        self._rendered: dict[ClassKey, list[Rendered]] = {}
+        self._rendered: dict[ClassKey, Places] = {}
         """Each class's members rendered (``rendered``), in order, once it was asked for."""
         self._projects: dict[str, ProjectPrices] = {}
         """By folder: two folders of one project id are two comparables, as in the index."""
@@ -107,15 +110,16 @@ class ReferenceClasses:
                 at = bisect_left(order, member)
                 del order[at], rows[at]
                 columns = columns.deleted(at)
-                if rendered is not None:
-                    del rendered[at]
+                for place in rendered or ():
+                    del place[at]
             for member, comparable in joins:
                 at = bisect_left(order, member)
                 order.insert(at, member)
                 rows.insert(at, comparable)
                 columns = columns.inserted(at, comparable, *self._numbered)
                 if rendered is not None and self._render is not None:
-                    rendered.insert(at, self._render(comparable))
+                    for place, said in zip(rendered, self._render(comparable), strict=True):
+                        place.insert(at, said)
             self._columns[key] = columns
             return
         self._rendered.pop(key, None)  # rendered again when next asked for
@@ -125,15 +129,20 @@ class ReferenceClasses:
         self._rows[key] = [c for _m, c in kept]
         self._columns[key] = Columns.of(self._rows[key], *self._numbered)
 
-    def rendered(self, key: ClassKey) -> list[Rendered]:
-        """The class's members as ``render`` renders them, in order: rendered whole when first
-        asked for, then kept as members join and leave (one more project renders one member of
-        each class it prices, not the ten thousand beside it)."""
+    def rendered(self, key: ClassKey) -> Places:
+        """The class's members as ``render`` renders them, in order, a list for each place:
+        rendered whole when first asked for, then kept as members join and leave (one more
+        project renders one member of each class it prices, not the ten thousand beside it)."""
         found = self._rendered.get(key)
         if found is None:
             if self._render is None:
                 raise ValueError("these classes were made without a renderer")
-            found = self._rendered[key] = list(map(self._render, self._rows.get(key, ())))
+            rows = list(map(self._render, self._rows.get(key, ())))
+            found = self._rendered[key] = (
+                [said for said, _, _ in rows],
+                [said for _, said, _ in rows],
+                [said for _, _, said in rows],
+            )
         return found
 
     def index(self) -> ReferenceIndex:

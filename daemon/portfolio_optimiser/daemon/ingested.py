@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = ["IngestedProjects"]
 
 @dataclass
 class _Known:
+    folder: Path
     row: Ingested
     project: Project | None = None
     """The full IR, read when first asked for."""
@@ -52,21 +54,24 @@ class IngestedProjects:
         prices, and its IR when ``ir``)."""
         found: dict[str, tuple[Path, str, ProjectPrices, Project | None]] = {}
         known: dict[str, _Known] = {}
-        for folder, seen in self._folders():
-            try:
-                entry = self._entry(folder, seen)
-                if ir and entry.project is None:
-                    entry.project = load_ir_projections(folder)
-            except (BundleError, ClaimError, OSError) as exc:
-                self.log.warning(
-                    "ingested project left out of the portfolio",
-                    project=folder.name,
-                    problem=str(exc),
-                )
-                continue
-            known[folder.name] = entry
+        root = self.workspace.bundles_projects
+        for name, seen in self._folders():
+            # A folder known as it was is taken as it is: ten thousand of them at each look.
+            entry = self._known.get(name)
+            folder = entry.folder if entry is not None else root / name
+            if entry is None or entry.row.seen != seen or (ir and entry.project is None):
+                try:
+                    entry = self._entry(folder, seen)
+                    if ir and entry.project is None:
+                        entry.project = load_ir_projections(folder)
+                except (BundleError, ClaimError, OSError) as exc:
+                    self.log.warning(
+                        "ingested project left out of the portfolio", project=name, problem=str(exc)
+                    )
+                    continue
+            known[name] = entry
             row = entry.row
-            found[folder.name] = (folder, row.content, row.prices, entry.project)
+            found[name] = (folder, row.content, row.prices, entry.project)
         self._known = known
         return found
 
@@ -78,9 +83,8 @@ class IngestedProjects:
             return None
         if entry.project is not None:
             return entry.project
-        folder = self.workspace.bundles_projects / name
         try:
-            return load_ir_projections(folder)
+            return load_ir_projections(entry.folder)
         except (BundleError, OSError) as exc:
             self.log.warning(
                 "ingested project left out of the portfolio", project=name, problem=str(exc)
@@ -102,24 +106,24 @@ class IngestedProjects:
         indexed.update(fresh)
         self._fresh.clear()
 
-    def _folders(self) -> list[tuple[Path, str]]:
-        root = self.workspace.bundles_projects
-        folders = []
+    def _folders(self) -> list[tuple[str, str]]:
+        """Each folder's name and identity (inode and mtime), by name."""
         try:
-            with os.scandir(root) as listing:  # one stat a folder, not two: ten thousand of them
-                entries = sorted(listing, key=lambda entry: entry.name)
+            with os.scandir(self.workspace.bundles_projects) as listing:
+                # .superseded/ and other bookkeeping start with a dot.
+                entries = [(entry.name, entry) for entry in listing if entry.name[0] != "."]
         except FileNotFoundError:
             return []
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue  # .superseded/ and other bookkeeping
-            try:
+        entries.sort(key=itemgetter(0))
+        folders = []
+        for name, entry in entries:
+            try:  # one stat a folder, not two: ten thousand of them
                 if not entry.is_dir():
                     continue
                 stat = entry.stat()
             except OSError:
                 continue  # gone between the listing and its look
-            folders.append((root / entry.name, f"{stat.st_ino}:{stat.st_mtime_ns}"))
+            folders.append((name, f"{stat.st_ino}:{stat.st_mtime_ns}"))
         return folders
 
     def _entry(self, folder: Path, seen: str) -> _Known:
@@ -128,11 +132,11 @@ class IngestedProjects:
             return entry
         row = self._index().get(folder.name)
         if row is not None and row.seen == seen:
-            return _Known(row)
+            return _Known(folder, row)
         project = load_ir_projections(folder)
         row = Ingested(seen, content_digest(folder), ProjectPrices.of(project))
         self._fresh[folder.name] = row
-        return _Known(row, project)
+        return _Known(folder, row, project)
 
     def _index(self) -> dict[str, Ingested]:
         if self._indexed is None:

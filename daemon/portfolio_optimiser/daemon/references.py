@@ -28,7 +28,7 @@ from portfolio_optimiser.context.reference import (
     ReferenceIndex,
     ReferenceRule,
 )
-from portfolio_optimiser.context.reference_classes import ReferenceClasses, Rendered
+from portfolio_optimiser.context.reference_classes import Places, ReferenceClasses, Rendered
 
 __all__ = ["CLASS_TYPE", "ReferencePages", "page_lines", "read_reference_classes"]
 
@@ -58,9 +58,10 @@ def page_lines(c: Comparable) -> Rendered:
     return f"\n- {entry}", f"\n{cells}", json.dumps(c.project_id, ensure_ascii=False)
 
 
-def _render(code: str, unit: str, rows: list[Rendered], digest: str) -> str:
+def _render(code: str, unit: str, rows: Places, digest: str) -> str:
     """A class page from its comparables' lines (``page_lines``), in the class's order, and its
     class digest (``ReferenceClasses.class_digest``)."""
+    entries, cells, ids = rows
     frontmatter = {
         "type": CLASS_TYPE,
         "title": f"Reference class {code} per {unit}",
@@ -72,17 +73,17 @@ def _render(code: str, unit: str, rows: list[Rendered], digest: str) -> str:
         dump_frontmatter(frontmatter)
         # The manifest as ``json.dumps`` writes it, joined from the ids written once each.
         + 'ingest_manifest: {"built_from": ['
-        + ", ".join([said for _entry, _cells, said in rows])
+        + ", ".join(ids)
         + f'], "class_digest": {json.dumps(digest)}}}\n'
         + "comparables:"
-        + "".join([entry for entry, _cells, _said in rows])
-        + ("\n" if rows else " []\n")
+        + "".join(entries)
+        + ("\n" if entries else " []\n")
     )
     body = (
         f"# Reference class {code} per {unit}\n\nGenerated from every ingested project with a line "
         f"{code} priced per {unit}; rebuilt when the portfolio changes. Do not edit: the next "
         "rebuild replaces this page.\n\n| project | category | line | unit price (NOK) |\n"
-        "|---|---|---|---:|" + "".join([cells for _entry, cells, _said in rows])
+        "|---|---|---|---:|" + "".join(cells)
     )
     return f"---\n{header}---\n\n{body}\n"
 

@@ -6,6 +6,7 @@ fit in ``test_fit_arrays``."""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -85,3 +86,24 @@ def test_a_small_portfolio_never_loads_the_compiler() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_numpy_asks_for_no_huge_pages_unless_the_user_says_so() -> None:
+    """The package turns numpy's huge-page advice off before numpy is imported (the kernel's
+    compaction at first touch stalled every event's fit); a value set by the user is kept."""
+    script = (
+        "import portfolio_optimiser.context.fit_kernels\n"
+        "from numpy._core import multiarray\n"
+        "print(multiarray._set_madvise_hugepage(False))\n"  # returns what it was
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    for given, advised in ((None, "False"), ("1", "True")):
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env=env if given is None else env | {"NUMPY_MADVISE_HUGEPAGE": given},
+        )
+        assert done.stdout.strip() == advised, done.stderr

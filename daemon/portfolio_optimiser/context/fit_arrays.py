@@ -129,8 +129,9 @@ class Spread:
 
     def __init__(self, residuals: Floats) -> None:
         self.n = len(residuals)
-        self._abs: list[float] = np.sort(np.abs(residuals)).tolist()
-        mad = MAD_TO_SIGMA * statistics.median(self._abs) if self._abs else 0.0
+        self._abs = np.abs(residuals)
+        middle = _median(self._abs)
+        mad = MAD_TO_SIGMA * middle if middle is not None else 0.0
         self.cut = TRUNCATE_AT * mad
         kept = residuals[np.abs(residuals) <= self.cut]
         self.kept, self.squares = len(kept), math.fsum((kept * kept).tolist())
@@ -144,10 +145,28 @@ class Spread:
             return TRUNCATED_TO_SIGMA * math.sqrt(max(squares, 0.0) / kept)
         # Too few within the cut for a root mean square: the MAD's own estimate.
         if without is None:
-            middle = statistics.median(self._abs) if self._abs else None
+            middle = _median(self._abs)
         else:
-            middle = median_without(self._abs, abs(without))
+            middle = median_without(self._sorted, abs(without))
         return MAD_TO_SIGMA * middle if middle is not None else 0.0
+
+    @functools.cached_property
+    def _sorted(self) -> list[float]:
+        """The absolute residuals sorted: only for a class with too few within the cut."""
+        return sorted(self._abs.tolist())
+
+
+def _median(values: Floats) -> float | None:
+    """The median as ``statistics.median`` takes it (the middle value, or the mean of the two
+    middle ones), from the middle values alone: a class's ten thousand are not sorted for it."""
+    n = len(values)
+    if not n:
+        return None
+    half = n // 2
+    if n % 2:
+        return float(np.partition(values, half)[half])
+    middle = np.partition(values, (half - 1, half))
+    return (float(middle[half - 1]) + float(middle[half])) / 2
 
 
 class Entries(NamedTuple):

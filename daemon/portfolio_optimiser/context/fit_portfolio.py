@@ -5,6 +5,7 @@ lines. ``price_fit`` says what is fitted and why."""
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -193,9 +194,14 @@ class PortfolioFit:
         self._pooled = max(statistics.median(spreads) if spreads else 0.0, self.rule.min_spread)
         self._prices: dict[tuple[ClassKey, str | None], list[float]] = {}
         self._price_groups: tuple[Groups, Groups] | None = None
+
+    @functools.cached_property
+    def _project_entries(self) -> list[Ints]:
+        """Each project's entries (split when first asked for: a look at the reruns never asks)."""
+        p = self._arrays.project
         by_project = np.argsort(p, kind="stable")
-        self._project_entries = np.split(
-            by_project, np.cumsum(np.bincount(p, minlength=len(lines.project_ids)))[:-1]
+        return np.split(
+            by_project, np.cumsum(np.bincount(p, minlength=len(self._arrays.project_ids)))[:-1]
         )
 
     def entries(self) -> Entries:

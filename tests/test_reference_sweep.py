@@ -5,6 +5,7 @@ project the sweep cannot tell from its compact prices is left to its IR (None)."
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from hypothesis import strategies as st
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import (
+    Comparable,
     ProjectPrices,
+    ReferenceIndex,
     ReferenceRule,
     reference_candidates,
     reference_saving,
@@ -65,6 +68,36 @@ def test_the_sweep_finds_each_projects_own_reference_candidates(
         assert keys[f"{project.id}-folder"] == _expected(project, classes), project.id
         found += len(keys[f"{project.id}-folder"] or ())
     assert found > 0  # the planted overpricing is found
+
+
+def test_the_sweep_holds_for_classes_read_back_out_of_their_order(tmp_path: Path) -> None:
+    """A class page reordered by hand reads back with its members out of their project ids'
+    order: the sweep's (class, project) pairs are then sorted, not taken as they come."""
+    projects = _projects(tmp_path, 5, 40, 3)
+    prices = {f"{p.id}-folder": ProjectPrices.of(p) for p in projects}
+    classes = ReferenceClasses(ReferenceRule())
+    classes.update(prices)
+    rng = random.Random(5)
+
+    def reordered(rows: tuple[Comparable, ...]) -> tuple[Comparable, ...]:
+        moved = list(rows)
+        rng.shuffle(moved)
+        return tuple(moved)
+
+    shuffled = ReferenceIndex(
+        {key: reordered(rows) for key, rows in classes.index().classes.items()}, ReferenceRule()
+    )
+    keys = ReferenceSweep().keys(shuffled.fit, prices)
+    found = 0
+    for project in projects:
+        snapshot = shuffled.assess(project)
+        expected = tuple(
+            (c.affected_codes[0], c.unit or "", c.grade or "", c.claimed_saving_nok)
+            for c in reference_candidates(project, snapshot)
+        )
+        assert keys[f"{project.id}-folder"] == expected, project.id
+        found += len(expected)
+    assert found > 0
 
 
 def test_a_project_the_index_does_not_hold_as_its_own_is_left_to_its_ir(tmp_path: Path) -> None:

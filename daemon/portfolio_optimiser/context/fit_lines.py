@@ -127,7 +127,7 @@ class Lines:
     @classmethod
     def joined(cls, kept: ClassColumns) -> Lines:
         """From each class's columns: the projects and categories numbered densely again, among
-        those present (a number's order is the fit's own business: no figure depends on it)."""
+        those present, in their names' order (no figure depends on the numbers)."""
         columns = kept.columns
         sizes = [len(c.project) for c in columns]
         p, project_ids = _dense(_ints([c.project for c in columns]), kept.projects)
@@ -170,12 +170,13 @@ def _floats(arrays: list[Floats]) -> Floats:
 
 
 def _dense(numbers: Ints, names: Sequence[str]) -> tuple[Ints, list[str]]:
-    """The numbers (-1: none) renumbered 0, 1, … among those present, in their order, and the
-    names of those present."""
+    """The numbers (-1: none) renumbered 0, 1, … among those present, in their names' order (a
+    class's members are in their project ids' order, so its (class, project) pairs come sorted),
+    and the names of those present."""
     present = np.zeros(len(names), dtype=np.bool_)
     present[numbers[numbers >= 0]] = True
-    dense = np.cumsum(present) - 1
-    renumbered = (
-        np.where(numbers >= 0, dense[np.maximum(numbers, 0)], -1) if len(names) else numbers
-    )
-    return renumbered.astype(np.int64), [names[i] for i in np.flatnonzero(present).tolist()]
+    named = sorted((names[i], i) for i in np.flatnonzero(present).tolist())
+    dense = np.full(max(len(names), 1), -1, dtype=np.int64)
+    dense[[i for _name, i in named]] = np.arange(len(named), dtype=np.int64)
+    renumbered = np.where(numbers >= 0, dense[np.maximum(numbers, 0)], -1).astype(np.int64)
+    return renumbered, [name for name, _i in named]

@@ -109,8 +109,10 @@ class _Sweep:
         )
         # Each (class, project) pair's entry, found by bisection in the pairs sorted.
         pairs = entries.klass * n_projects + entries.project
-        self._order = np.argsort(pairs, kind="stable")
-        self._pairs = pairs[self._order]
+        # Sorted already where the projects are numbered in their ids' order (``Lines``).
+        ordered = bool((pairs[1:] >= pairs[:-1]).all())
+        self._order = np.arange(len(pairs)) if ordered else np.argsort(pairs, kind="stable")
+        self._pairs = pairs if ordered else pairs[self._order]
         self._n_projects, self._known = n_projects, known
 
     def _entry(self, klass: NDArray[np.int64], project: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -159,19 +161,19 @@ class _Sweep:
         references = self.fit.references("", ())
         at = np.flatnonzero(graded)
         savings = reference_savings(price[at], rounded_to_cents(expected[at]), quantity[at])
-        for i, saving in zip(at.tolist(), savings.tolist(), strict=True):
-            o = int(owner[i])
+        at, savings = at[savings > 0], savings[savings > 0]
+        by = owner[at]
+        for o, j, g, saving in zip(
+            by.tolist(),
+            (at - starts[by]).tolist(),
+            grade[at].tolist(),
+            savings.tolist(),
+            strict=True,
+        ):
             posts = self.posts[o]
-            if saving > 0 and material(saving, posts.prices.size, references):
-                j = i - int(starts[o])
-                found[o].append(
-                    (
-                        posts.prices.posts.codes[j],
-                        posts.prices.posts.units[j],
-                        _GRADES[int(grade[i])] or "",
-                        saving,
-                    )
-                )
+            if material(saving, posts.prices.size, references):
+                compared = posts.prices.posts
+                found[o].append((compared.codes[j], compared.units[j], _GRADES[g] or "", saving))
         return [tuple(f) if own[o] else None for o, f in enumerate(found)]
 
     def _graded(

@@ -10,12 +10,14 @@ import json
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.daemon.ingested import IngestedProjects
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Due, Portfolio, portfolio_version
@@ -253,3 +255,33 @@ def test_the_look_holds_the_garbage_collector_off(
         portfolio.due(ledger)
     assert seen == [False]
     assert gc.isenabled()
+
+
+def test_the_reruns_are_decided_on_the_folders_the_classes_were_rebuilt_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settle's two steps (the classes rebuilt, the reruns decided) look at the folders once,
+    and see the same folders; a later look at the reruns looks again (a project that came by
+    hand since is seen)."""
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    generated = generate_ns3451(13, 6).projects
+    for project in generated[:5]:
+        project.write(ws.bundles_projects / project.project_id)
+    looks = []
+    real = IngestedProjects.look
+
+    def counted(self: IngestedProjects, *, ir: bool) -> Any:
+        looks.append(ir)
+        return real(self, ir=ir)
+
+    monkeypatch.setattr(IngestedProjects, "look", counted)
+    with Ledger.open(ws.ledger_file) as ledger:
+        portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
+        portfolio.rebuild()
+        generated[5].write(ws.bundles_projects / generated[5].project_id)  # after the look
+        first = {d.folder.name for d in portfolio.due(ledger)}
+        assert len(looks) == 1, "the reruns looked at the folders again"
+        assert generated[5].project_id not in first  # decided on the classes' own look
+        second = {d.folder.name for d in portfolio.due(ledger)}
+        assert len(looks) == 2 and generated[5].project_id in second

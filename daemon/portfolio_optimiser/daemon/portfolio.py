@@ -189,6 +189,10 @@ class Portfolio:
         """Each folder's version, with its own part's inputs and its reference candidates."""
         self._sources: dict[str, tuple[str, Project]] = {}
         """The projects approvals were judged in, by folder: (content hash, IR)."""
+        self._rebuilt_from: Looked | None = None
+        """The look the classes were last rebuilt from, until the next look at the reruns takes
+        it: the reruns are decided on the folders the classes were built from (a settle's two
+        steps look once at ten thousand folders, not twice)."""
 
     @classmethod
     def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
@@ -239,6 +243,7 @@ class Portfolio:
             )
             self._published = self._pages.publish(self._classes, self._moved)
         self._moved = set()
+        self._rebuilt_from = looked
         self._published_here = True
         return self._published
 
@@ -282,7 +287,7 @@ class Portfolio:
             return self._due(ledger)
 
     def _due(self, ledger: Ledger) -> list[Due]:
-        looked = self.ingested.look(ir=False)
+        looked, self._rebuilt_from = self._rebuilt_from or self.ingested.look(ir=False), None
         references = self.references()
         teaching = self.teaching(ledger, looked)
         keys = self._sweep.keys(

@@ -61,12 +61,14 @@ def test_the_look_reads_only_new_projects_and_finds_what_afresh_finds(
     run_once(ws, load_config(), log=LOG, environ=ENV)
     reads = Reads(monkeypatch)
     with Ledger.open(ws.ledger_file) as ledger:
-        _portfolio, due = _due(ws, ledger)
+        portfolio, due = _due(ws, ledger)
         assert due == [] and reads.folders == [], "a settled portfolio read its bundles again"
         for project in generated[12:]:  # two more settle, as a planner's bundles do
             project.write(ws.bundles_projects / project.project_id)
         reads.folders.clear()
-        _portfolio, due = _due(ws, ledger)
+        _new_process, due = _due(ws, ledger)
+        portfolio.rebuild()  # and the daemon's own portfolio, which remembers its last look
+        assert _said(portfolio.due(ledger)) == due
         read = set(reads.folders)
         _forget_versions(ws)
         _afresh, afresh = _due(ws, ledger)

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from portfolio_optimiser.context import fit_kernels
+from portfolio_optimiser.context import fit_arrays, fit_kernels
 from portfolio_optimiser.context.price_fit import PriceFit
 from portfolio_optimiser.context.reference import Comparable, ReferenceIndex, ReferenceRule
 from tests.price_fit_plain import PriceFit as PlainFit
@@ -77,8 +77,10 @@ def _lines(rnd: random.Random, index: ReferenceIndex, project: str, revised: boo
 
 @pytest.fixture(params=["compiled", "numpy"])
 def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both forms of the fit's inner loops, whatever the portfolio's size (``fit_kernels``)."""
+    """Both forms of the fit's inner loops, whatever the portfolio's size (``fit_kernels``), on
+    blocks of a few projects each (shared among the threads)."""
     monkeypatch.setattr(fit_kernels, "COMPILED_FROM", 0 if request.param == "compiled" else 10**12)
+    monkeypatch.setattr(fit_arrays, "BLOCK", 3)
     return str(request.param)
 
 

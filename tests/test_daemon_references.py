@@ -14,8 +14,10 @@ import structlog
 
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.context.reference import ReferenceRule
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
+from portfolio_optimiser.daemon.references import read_reference_classes
 from portfolio_optimiser.daemon.workspace import Workspace
 
 from .synthetic import SyntheticPortfolio, generate
@@ -83,9 +85,10 @@ def test_the_classes_are_generated_pages_outside_the_wiki(
     assert pages and not list(ws.wiki.rglob("*reference*"))
     meta = read_concept(pages[0], pages[0].name).frontmatter
     assert meta["generated"] is True and meta["type"] == "reference-class"
-    assert sorted(meta["ingest_manifest"]["built_from"]) == sorted(
-        p.project_id for p in portfolio.projects
-    )
+    classes = read_reference_classes(ws.references, ReferenceRule(), log=structlog.get_logger())
+    built_from = [c.project_id for c in classes.classes[(str(meta["code"]), str(meta["unit"]))]]
+    assert meta["ingest_manifest"]["projects"] == len(built_from)
+    assert sorted(built_from) == sorted(p.project_id for p in portfolio.projects)
 
 
 @pytest.mark.loadbearing

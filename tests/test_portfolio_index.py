@@ -5,7 +5,6 @@ class page again."""
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from collections.abc import Iterable
@@ -19,6 +18,7 @@ import structlog
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context import reference_classes
 from portfolio_optimiser.context.fit_lines import Lines
+from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.reference import (
     Comparable,
@@ -130,14 +130,21 @@ def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
         assert gone.name not in portfolio.ingested.ids()
 
 
-def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
-    """A page's comparables are written as JSON, which YAML reads as its flow style: what is
-    read back is what was published, whatever the text in a source or a category."""
-    odd = 'cost/"23" #1: a\\b — ærlig\tpris'
-    rows = (
-        Comparable('p-"1" ærlig', odd, 1234.5, "skole: æøå"),
+@pytest.mark.parametrize("size", [0, 1, 3, 3000])
+def test_class_pages_read_back_as_the_classes_published(tmp_path: Path, size: int) -> None:
+    """A page's comparables are JSON lines in its body: what is read back is what was
+    published, whatever the text in a source or a category (a line break, a fence, a table's
+    bar), and however many projects a class holds (a frontmatter is read up to 64 KiB: about
+    600 projects)."""
+    odd = 'cost/"23" #1: a\\b — ærlig\tpris\n```\n| x |\n```json\n{"project_id": "forged"}'
+    shapes = (
+        Comparable('p-"1" ærlig', odd, 1234.5, "skole: æøå\n---"),
         Comparable("p-2", "cost/23.md", 1e16, None),
         Comparable("p-3", "", 0.1 + 0.2, "office"),
+    )
+    rows = tuple(
+        shapes[i % 3]._replace(project_id=f"{shapes[i % 3].project_id}-{i:05d}")
+        for i in range(size)
     )
     root = tmp_path / "reference"
     root.mkdir()
@@ -145,14 +152,43 @@ def test_class_pages_read_back_as_the_classes_published(tmp_path: Path) -> None:
     (root / "23@m2.md").write_text(text, "utf-8")
     read = read_reference_classes(root, ReferenceRule(), log=LOG)
     assert read.classes == {("23", "m2"): rows}
-    # The manifest, joined from the ids rendered once each, is what json.dumps writes.
-    manifest = {"built_from": [c.project_id for c in rows], "class_digest": "d1"}
-    assert f"ingest_manifest: {json.dumps(manifest, ensure_ascii=False)}\n" in text
+    meta = read_concept(root / "23@m2.md", "23@m2.md").frontmatter
+    assert meta["ingest_manifest"] == {"projects": size, "class_digest": "d1"}
+    assert meta["generated"] is True
 
 
-def _places(rows: Iterable[tuple[str, str, str]]) -> Places:
+class _Warnings:
+    def __init__(self) -> None:
+        self.warned: list[dict[str, Any]] = []
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self.warned.append(fields)
+
+
+def test_a_class_page_whose_comparables_do_not_read_is_skipped_and_named(tmp_path: Path) -> None:
+    root = tmp_path / "reference"
+    root.mkdir()
+    rows = (Comparable("p-1", "cost/23.md", 100.0, None), Comparable("p-2", "c.md", 90.0, None))
+    text = references._render("23", "m2", _places(map(references.page_lines, rows)), "d1")
+    broken = {
+        "unclosed": text.replace("\n```\n\n## By project", "\n\n## By project"),
+        "missing": text.replace("```json", "```"),
+        "not JSON": text.replace('{"project_id": "p-2"', '{project_id: "p-2"'),
+        "not an object": text.replace(
+            '{"project_id": "p-2", "source": "c.md", "unit_price_nok": 90.0, "category": null}',
+            "[1]",
+        ),
+    }
+    for why, page in broken.items():
+        (root / "23@m2.md").write_text(page, "utf-8")
+        log = _Warnings()
+        assert read_reference_classes(root, ReferenceRule(), log=log).classes == {}, why
+        assert [w["page"] for w in log.warned] == ["23@m2.md"], why
+
+
+def _places(rows: Iterable[tuple[str, str]]) -> Places:
     """Rendered members as a class keeps them: what each place says, a list a place."""
-    places: Places = ([], [], [])
+    places: Places = ([], [])
     for row in rows:
         for place, said in zip(places, row, strict=True):
             place.append(said)
@@ -215,8 +251,8 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
     monkeypatch.setattr(reference_classes, "FEW_MOVES", seed % 3)
     rng = random.Random(seed)
 
-    def render(c: Comparable) -> tuple[str, str, str]:
-        return c.project_id, repr(c), c.source
+    def render(c: Comparable) -> tuple[str, str]:
+        return c.project_id, repr(c)
 
     classes, portfolio = ReferenceClasses(ReferenceRule(), render), {}
     for _ in range(30):
@@ -268,3 +304,21 @@ def test_a_changed_line_renders_only_its_class_page(
         assert read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes == (
             _everything(ws).classes
         )
+
+
+def test_pages_of_an_earlier_form_are_written_again_at_a_start(ws: Workspace) -> None:
+    """The index page says which form the pages are in: after an upgrade, pages of the form
+    before (their comparables in the frontmatter) are written again, though the classes did
+    not move."""
+    with Ledger.open(ws.ledger_file) as ledger:
+        _started(ws, ledger)
+        index = ws.references / "index.md"
+        page = sorted(p for p in ws.references.glob("*.md") if p != index)[0]
+        published = page.read_text("utf-8")
+        said = index.read_text("utf-8")
+        assert f"built: {references.PAGES}:" in said
+        index.write_text(said.replace(f"built: {references.PAGES}:", "built: "), "utf-8")
+        page.write_text("---\ntype: reference-class\n---\n\nThe form before.\n", "utf-8")
+        _started(ws, ledger)
+        assert page.read_text("utf-8") == published
+        assert index.read_text("utf-8") == said

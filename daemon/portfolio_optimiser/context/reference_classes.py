@@ -19,9 +19,9 @@ from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
 __all__ = ["ClassKey", "Places", "ReferenceClasses", "Rendered"]
 
 ClassKey = tuple[str, str]
-Rendered = tuple[str, str, str]
-"""A member as its class's page writes it (``render``): what each of three places there says."""
-Places = tuple[list[str], list[str], list[str]]
+Rendered = tuple[str, str]
+"""A member as its class's page writes it (``render``): what each of two places there says."""
+Places = tuple[list[str], list[str]]
 """A class's members as its page writes them: what each place says of each member, in order (a
 list a place, so each is joined as it is, not picked out of ten thousand tuples)."""
 
@@ -138,11 +138,7 @@ class ReferenceClasses:
             if self._render is None:
                 raise ValueError("these classes were made without a renderer")
             rows = list(map(self._render, self._rows.get(key, ())))
-            found = self._rendered[key] = (
-                [said for said, _, _ in rows],
-                [said for _, said, _ in rows],
-                [said for _, _, said in rows],
-            )
+            found = self._rendered[key] = ([said for said, _ in rows], [said for _, said in rows])
         return found
 
     def index(self) -> ReferenceIndex:

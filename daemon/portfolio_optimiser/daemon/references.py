@@ -1,9 +1,9 @@
 """The portfolio's reference classes on disk: ``bundles/reference/``, generated, never curated.
 
 Decides: where the classes live (beside the projects, outside the wiki, so nothing written here
-ever reaches the learning fold), their exact bytes (one page per (code, unit) class, sorted, with
-the ingest stamp ``generated: true`` + ``ingest_manifest`` naming the projects they were built
-from), and that a rebuild is deterministic and complete: built from every project in
+ever reaches the learning fold), their exact bytes (one page per (code, unit) class: the ingest
+stamp ``generated: true`` + ``ingest_manifest`` with the class's digest and how many projects it
+holds, then its comparables in their order, a JSON line each, and a table of them), and that a rebuild is deterministic and complete: built from every project in
 ``bundles/projects/`` and stale pages removed. The index page, written last, says what the pages
 were built from: a rebuild from the same portfolio (every start) renders nothing. A page edited
 by hand is replaced the next time its class moves (or at a start after the portfolio changed), a
@@ -33,6 +33,10 @@ from portfolio_optimiser.context.reference_classes import Places, ReferenceClass
 __all__ = ["CLASS_TYPE", "ReferencePages", "page_lines", "read_reference_classes"]
 
 CLASS_TYPE: Final = "reference-class"
+PAGES: Final = "pages-2"
+"""The pages' form, in what the index page says they were built from: pages of another form are
+written again at the next start (pages-1 held the comparables in the frontmatter, which no
+reader takes past 64 KiB: about 600 projects)."""
 _INDEX: Final = "index.md"
 
 
@@ -42,8 +46,8 @@ def _page_name(code: str, unit: str) -> str:
 
 
 def page_lines(c: Comparable) -> Rendered:
-    """A comparable as its page writes it: its frontmatter entry (JSON, which YAML reads as its
-    flow style), its table row, and its project id in the ingest manifest (JSON)."""
+    """A comparable as its page writes it: its line of the comparables (JSON) and its row of
+    the table."""
     entry = json.dumps(
         {
             "project_id": c.project_id,
@@ -55,37 +59,43 @@ def page_lines(c: Comparable) -> Rendered:
     )
     price = f"{c.unit_price_nok:,.0f}".replace(",", " ")
     cells = f"| {c.project_id} | {c.category or ''} | {c.source} | {price} |".replace(",", " ")
-    return f"\n- {entry}", f"\n{cells}", json.dumps(c.project_id, ensure_ascii=False)
+    return f"\n{entry}", f"\n{_one_line(cells)}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.splitlines())
+
+
+_DATA: Final = "\n```json\n"
+"""Opens the comparables' block: one JSON object a line, read back with ``json``, not YAML (a
+class of ten thousand projects holds a megabyte of them)."""
 
 
 def _render(code: str, unit: str, rows: Places, digest: str) -> str:
     """A class page from its comparables' lines (``page_lines``), in the class's order, and its
-    class digest (``ReferenceClasses.class_digest``)."""
-    entries, cells, ids = rows
+    class digest (``ReferenceClasses.class_digest``). The comparables come before the table: a
+    table cell can hold any text, a JSON line no line break."""
+    entries, cells = rows
     frontmatter = {
         "type": CLASS_TYPE,
         "title": f"Reference class {code} per {unit}",
         "code": code,
         "unit": unit,
         "generated": True,
+        "ingest_manifest": {"projects": len(entries), "class_digest": digest},
     }
-    header = (
-        dump_frontmatter(frontmatter)
-        # The manifest as ``json.dumps`` writes it, joined from the ids written once each.
-        + 'ingest_manifest: {"built_from": ['
-        + ", ".join(ids)
-        + f'], "class_digest": {json.dumps(digest)}}}\n'
-        + "comparables:"
-        + "".join(entries)
-        + ("\n" if entries else " []\n")
+    title = _one_line(f"{code} per {unit}")
+    return (
+        f"---\n{dump_frontmatter(frontmatter)}---\n\n# Reference class {title}\n\nGenerated "
+        f"from every ingested project with a line {title}; rebuilt when the portfolio changes. Do "
+        "not edit: the next rebuild replaces this page.\n\n## Comparables\n\nWhat the classes "
+        f"are read back from, one a line:\n{_DATA.lstrip()}"
+        + "".join(entries).lstrip("\n")
+        + ("\n```\n\n" if entries else "```\n\n")
+        + "## By project\n\n| project | category | line | unit price (NOK) |\n|---|---|---|---:|"
+        + "".join(cells)
+        + "\n"
     )
-    body = (
-        f"# Reference class {code} per {unit}\n\nGenerated from every ingested project with a line "
-        f"{code} priced per {unit}; rebuilt when the portfolio changes. Do not edit: the next "
-        "rebuild replaces this page.\n\n| project | category | line | unit price (NOK) |\n"
-        "|---|---|---|---:|" + "".join(cells)
-    )
-    return f"---\n{header}---\n\n{body}\n"
 
 
 @dataclass
@@ -104,7 +114,7 @@ class ReferencePages:
         classes are, while the index page says the others hold what this writer last
         published; otherwise — a first publish, pages changed or missing — every page is, and
         one that holds its text already is left as it is."""
-        root, index, built = self.root, classes.index(), classes.digest()
+        root, index, built = self.root, classes.index(), f"{PAGES}:{classes.digest()}"
         wanted = {_page_name(code, unit): (code, unit) for code, unit in index.classes}
         on_disk = _built(root)
         missing = any(not (root / name).is_file() for name in wanted)
@@ -152,6 +162,22 @@ def _built(root: Path) -> str | None:
     return None
 
 
+def _comparables(body: str, name: str) -> list[dict[str, Any]]:
+    """The comparables' block of a class page (``_render``)."""
+    _before, found, after = body.partition(_DATA)
+    if not found:
+        raise ValueError(f"{name}: its comparables' block (```json) is missing")
+    if after.startswith("```"):
+        return []
+    block, closed, _rest = after.partition("\n```")
+    if not closed:
+        raise ValueError(f"{name}: its comparables' block (```json) is not closed")
+    rows = json.loads("[" + ",".join(block.splitlines()) + "]")
+    if not all(isinstance(row, dict) for row in rows):
+        raise ValueError(f"{name}: a line of its comparables is not a JSON object")
+    return list(rows)
+
+
 def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> ReferenceIndex:
     """The published classes; a page that does not read is skipped and named."""
     classes: dict[tuple[str, str], tuple[Comparable, ...]] = {}
@@ -161,7 +187,8 @@ def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> Refe
         if page.name == _INDEX:
             continue
         try:
-            meta = read_concept(page, page.name).frontmatter
+            concept = read_concept(page, page.name)
+            meta = concept.frontmatter
             if meta.get("type") != CLASS_TYPE:
                 continue
             classes[(str(meta["code"]), str(meta["unit"]))] = tuple(
@@ -171,7 +198,7 @@ def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> Refe
                     unit_price_nok=float(c["unit_price_nok"]),
                     category=c.get("category"),
                 )
-                for c in meta["comparables"]
+                for c in _comparables(concept.body, page.name)
             )
         except (BundleError, OSError, KeyError, TypeError, ValueError) as exc:
             log.warning("reference class page skipped", page=page.name, problem=str(exc))

@@ -5,8 +5,10 @@ class page again."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,15 @@ from portfolio_optimiser.context.reference_classes import Places, ReferenceClass
 from portfolio_optimiser.daemon import ingested, references
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.portfolio import Portfolio
+from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.references import read_reference_classes
 from portfolio_optimiser.daemon.workspace import Workspace
 
+from .daemon_helpers import make_workspace
 from .synthetic_ns3451 import generate_ns3451
 
 LOG = structlog.get_logger("test")
+ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
 
 
 @pytest.fixture
@@ -68,9 +73,11 @@ def _everything(ws: Workspace) -> ReferenceIndex:
 
 
 def _started(ws: Workspace, ledger: Ledger) -> Portfolio:
-    """What a start does: a new process's portfolio, its classes rebuilt."""
+    """What a start and its first quiet step do: a new process's portfolio, its classes
+    rebuilt, their pages written."""
     portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
     portfolio.rebuild()
+    portfolio.publish_pages()
     return portfolio
 
 
@@ -282,8 +289,7 @@ def test_a_changed_line_renders_only_its_class_page(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     with Ledger.open(ws.ledger_file) as ledger:
-        portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
-        portfolio.rebuild()
+        portfolio = _started(ws, ledger)
         rendered: list[str] = []
         real_render = references._render
         monkeypatch.setattr(
@@ -299,7 +305,18 @@ def test_a_changed_line_renders_only_its_class_page(
         shutil.rmtree(project)
         staged.rename(project)
         portfolio.rebuild()
-        assert rendered == ["23"]
+        assert rendered == []  # the pages wait for the portfolio to be quiet
+        real_publish = references.publish_text
+
+        def full_disk(path: Path, text: str) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(references, "publish_text", full_disk)
+        portfolio.publish_pages()  # said in the log; the class that moved waits for the next try
+        assert portfolio.pages_due and rendered == ["23"]
+        monkeypatch.setattr(references, "publish_text", real_publish)
+        portfolio.publish_pages()
+        assert not portfolio.pages_due and rendered == ["23", "23"]
         assert portfolio.references().classes == _everything(ws).classes
         assert read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes == (
             _everything(ws).classes
@@ -322,3 +339,82 @@ def test_pages_of_an_earlier_form_are_written_again_at_a_start(ws: Workspace) ->
         _started(ws, ledger)
         assert page.read_text("utf-8") == published
         assert index.read_text("utf-8") == said
+
+
+def test_a_burst_of_projects_writes_the_class_pages_once_the_portfolio_is_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each settled project moves the classes; their pages (a page holds every member of its
+    class) are written once the inbox is empty and the reruns are done, not once a project —
+    and a stop writes what a step did not."""
+    root = make_workspace(tmp_path / "ws", stability_seconds=0, verdict_quiet_seconds=0)
+    ws = Workspace.at(root, environ={})
+    ws.ensure()
+    config = load_config(root / "config" / "portfolio-optimiser.toml")
+    for project in generate_ns3451(11, 4).projects:
+        project.write(ws.inbox_projects / project.project_id)
+    published: list[set[tuple[str, str]]] = []
+    real = references.ReferencePages.publish
+
+    def counted(self: references.ReferencePages, classes: Any, moved: Any) -> None:
+        published.append(set(moved))
+        real(self, classes, moved)
+
+    monkeypatch.setattr(references.ReferencePages, "publish", counted)
+    with Ledger.open(ws.ledger_file) as ledger:
+        processor = Processor(ws, config, ledger, time.time, LOG, environ=ENV)
+        try:
+            assert published == [set()]  # a start: the pages hold the classes (none)
+            processor.scan()
+            processor.settle_by_age()
+            processor.step(quiet_s=0.0)
+            assert len(processor.history) >= 4 and not processor.has_work()
+            assert len(published) == 2, "the class pages were not written once, when quiet"
+            on_disk = read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes
+            assert on_disk == _everything(ws).classes
+            processor.portfolio.rebuild()  # as a settle cut off by a stop leaves them
+        finally:
+            processor.close()
+    assert len(published) == 3, "a stop left the class pages behind the classes"
+
+
+def _aged(folder: Path, seconds: float) -> None:
+    """Every file of ``folder`` last changed ``seconds`` ago."""
+    when = time.time() - seconds
+    for path in [folder, *folder.rglob("*")]:
+        os.utime(path, (when, when))
+
+
+def test_the_class_pages_wait_while_a_bundle_is_still_settling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project settled while another is still being copied in: the pages wait for that one
+    too (it would move the classes again), then are written once."""
+    root = make_workspace(tmp_path / "ws", stability_seconds=60, verdict_quiet_seconds=0)
+    ws = Workspace.at(root, environ={})
+    ws.ensure()
+    config = load_config(root / "config" / "portfolio-optimiser.toml")
+    first, second = generate_ns3451(11, 2).projects
+    _aged(first.write(ws.inbox_projects / first.project_id), 3600)
+    second.write(ws.inbox_projects / second.project_id)  # still being copied: changed just now
+    published: list[int] = []
+    real = references.ReferencePages.publish
+    monkeypatch.setattr(
+        references.ReferencePages,
+        "publish",
+        lambda self, classes, moved: published.append(len(moved)) or real(self, classes, moved),
+    )
+    with Ledger.open(ws.ledger_file) as ledger:
+        processor = Processor(ws, config, ledger, time.time, LOG, environ=ENV)
+        try:
+            processor.scan()
+            processor.settle_by_age()
+            processor.step(quiet_s=0.0)
+            assert [r.name for r in processor.history] == [first.project_id]
+            assert len(published) == 1, "the pages were written while a bundle was settling"
+            _aged(ws.inbox_projects / second.project_id, 3600)
+            processor.settle_by_age()
+            processor.step(quiet_s=0.0)
+            assert len(published) == 2 and published[-1] > 0
+        finally:
+            processor.close()

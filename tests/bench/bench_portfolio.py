@@ -16,8 +16,10 @@ through the product's own objects:
   memory after it (``VmRSS``; the peak of everything that follows is printed beside it);
 - **one more project**: its folder added to ``bundles/projects/``, then what a settled job does
   in the daemon — the classes rebuilt, the reruns decided (``Portfolio.due``: the projects it
-  moved, with their snapshots; not their runs), the page published. Twice: the first after the
-  restart (each project's version read from the ledger); the second is the daemon as it runs;
+  moved, with their snapshots; not their runs), the page published; then, apart, the class pages
+  written (the daemon writes them once the portfolio is quiet: after the reruns, once for a
+  burst of projects). Twice: the first after the restart (each project's version read from the
+  ledger); the second is the daemon as it runs;
 - **the page built**: ``outbox/portfolio.md`` built from the ledger at the first event after start
   (each latest run's candidates, kept beside it when it was recorded);
 - **a verdict → page**: a filled-in template renamed into ``inbox/verdicts/`` and observed — taken
@@ -141,6 +143,7 @@ def _settle(ws: Workspace, ledger: Ledger) -> None:
     portfolio is settled, as the daemon leaves it (a look at the reruns finds none due)."""
     portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
     portfolio.rebuild()
+    portfolio.publish_pages()
     latest = {pid: folder for pid, _run_id, folder in ledger.records.project_runs()}
     for due in portfolio.due(ledger):
         project_id = due.prices.project_id
@@ -158,13 +161,15 @@ def _settle(ws: Workspace, ledger: Ledger) -> None:
 
 
 def _one_more(processor: Processor, ledger: Ledger, folder: Path) -> list[float]:
-    """What a settled new project costs the daemon: (classes, reruns decided, page) seconds."""
+    """What a settled new project costs the daemon: (classes, reruns decided, page) seconds, and
+    then the class pages written (once the portfolio is quiet, as after the reruns)."""
     folder.rename(processor.workspace.bundles_projects / folder.name)
     parts = []
     for step in (
         processor.desk.rebuild_references,
         lambda: processor.portfolio.due(ledger),
         processor.desk.publish_portfolio,
+        processor.portfolio.publish_pages,
     ):
         started = time.perf_counter()
         step()
@@ -202,11 +207,12 @@ def measure(root: Path) -> dict[str, float]:
     return {
         "start": start,
         "first_page": first_page,
-        "cold": sum(cold),
-        "one_more": sum(warm),
+        "cold": sum(cold[:3]),
+        "one_more": sum(warm[:3]),
         "classes": warm[0],
         "reruns": warm[1],
         "page": warm[2],
+        "pages": warm[3],
         "verdict": sorted(verdicts)[len(verdicts) // 2],
         "rss_mb": rss_mb,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -258,6 +264,12 @@ def rows(results: dict[int, dict[str, float]]) -> list[Row]:
         Row("… of which the classes rebuilt", "reported", across("classes", "s"), True),
         Row("… of which the reruns decided", "reported", across("reruns", "s"), True),
         Row("… of which the page published", "reported", across("page", "s"), True),
+        Row(
+            "then the class pages written, once the portfolio is quiet",
+            "reported",
+            across("pages", "s"),
+            True,
+        ),
         Row(
             "a verdict taken in → page (median of 5)",
             "≤ 10 ms at 10 000",

@@ -37,13 +37,14 @@ class Numbering:
     names: list[str] = field(default_factory=list)
 
     def of(self, names: Sequence[str | None]) -> Ints:
-        """The names' numbers, new ones numbered as they come (a map over the whole column: a
-        start numbers hundreds of thousands)."""
+        """The names' numbers, new ones numbered (in their order: a number's order is nobody's
+        business, ``Lines`` numbers again by name), by maps over the whole column: a start
+        numbers hundreds of thousands, almost all of them known after the first class."""
         numbers = self.numbers
-        for name in dict.fromkeys(names):
-            if name is not None and name not in numbers:
-                numbers[name] = len(self.names)
-                self.names.append(name)
+        new = set(names) - numbers.keys()
+        for name in sorted(n for n in new if n is not None):  # None is numbered already
+            numbers[name] = len(self.names)
+            self.names.append(name)
         return np.fromiter(map(numbers.__getitem__, names), dtype=np.int64, count=len(names))
 
 

@@ -178,6 +178,7 @@ class Portfolio:
     ingested: IngestedProjects = field(init=False)
     _published: ReferenceIndex | None = None
     _published_here: bool = False
+    """Whether this process rebuilt the classes (it keeps them; any other reads the pages)."""
     _read_from: tuple[tuple[str, int, int], ...] | None = None
     """The pages (name, mtime, size) the classes were last read back from."""
 
@@ -187,6 +188,8 @@ class Portfolio:
         self._moved: set[tuple[str, str]] = set()
         """Classes moved since the pages were last published whole (a publish cut off by an
         error leaves them to the next)."""
+        self.pages_due = False
+        """Whether the classes were rebuilt since their pages were last written."""
         self._pages = ReferencePages(self.workspace.references)
         self._sweep = ReferenceSweep()
         self._own: dict[str, tuple[str, list[str], frozenset[str] | None]] | None = None
@@ -241,24 +244,40 @@ class Portfolio:
         return Teaching.of(self.verdicts(ledger), self, looked)
 
     def rebuild(self) -> ReferenceIndex:
-        """Publish the reference classes of every ingested project, and keep the portfolio's
-        compact index (the processor's job alone)."""
+        """The reference classes of every ingested project, kept up to date, and the portfolio's
+        compact index (the processor's job alone). Their pages are written by
+        ``publish_pages``, once the portfolio is quiet: a burst of projects rewrites them once,
+        not once a project (a page holds every member of its class: at ten thousand projects,
+        each project moved about 100 MB of them)."""
         with _uncollected():
             looked = self.ingested.look(ir=False)
             self.ingested.keep()
             self._moved |= self._classes.update(
                 {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
             )
-            self._published = self._pages.publish(self._classes, self._moved)
-        self._moved = set()
+            self._published = self._classes.index()
         self._rebuilt_from = looked
         self._published_here = True
+        self.pages_due = True
         return self._published
 
+    def publish_pages(self) -> None:
+        """The class pages brought to the classes last rebuilt, once the portfolio is quiet
+        (``Processor.step``) and at a stop. Nothing is written where they hold them already; a
+        failure is logged, and the classes that moved are kept for the next try."""
+        try:
+            with _uncollected():
+                self._pages.publish(self._classes, self._moved)
+        except OSError as exc:
+            self.log.warning("reference class pages not written", problem=str(exc))
+            return
+        self._moved = set()
+        self.pages_due = False
+
     def references(self) -> ReferenceIndex:
-        """The classes as last published: kept by the one writer that published them; read
-        back from their pages by any other process (a job's host, a worker) whenever the pages
-        changed since it last read them."""
+        """The classes as last rebuilt: kept by the one process that rebuilds them; read back
+        from their pages by any other process (a worker) whenever the pages changed since it
+        last read them."""
         if self._published_here and self._published is not None:
             return self._published
         root = self.workspace.references

@@ -94,8 +94,10 @@ class Processor:
             self.floor, host, self.portfolio, stores_for(config, self.environ), claimed_dir
         )
         # Rebuilt at every start: a crash between a settle and its rebuild must not leave the
-        # classes behind the projects (and a workspace from before them gets them).
+        # classes behind the projects (and a workspace from before them gets them); the pages
+        # too (nothing is written where they hold the classes already, as at most starts).
         self.desk.rebuild_references()
+        self.portfolio.publish_pages()
 
     def reload(self, config: Config) -> None:
         """A new config (SIGHUP): what the processor still owes and knows carries over — a
@@ -113,8 +115,10 @@ class Processor:
         return self.floor.waiting
 
     def close(self) -> None:
-        """The engine, and the host's own connection to the ledger (the caller closes the one
-        it passed in)."""
+        """The class pages, if the classes moved since they were written; the engine, and the
+        host's own connection to the ledger (the caller closes the one it passed in)."""
+        if self.desk.portfolio.pages_due:
+            self.desk.portfolio.publish_pages()
         self.desk.close_engine()
         self.desk.close()
         self.intake.close()
@@ -175,6 +179,8 @@ class Processor:
         results.extend(self._waves(ready, stop))
         if self._reruns_in(quiet_s) == 0.0 and not stop():
             results.extend(desk.reruns(stop))
+        if _pages_due(self) and not stop():
+            desk.portfolio.publish_pages()
         self.history.extend(results)
         return results
 
@@ -217,7 +223,7 @@ class Processor:
         now = self.clock()
         if self.recovery_due or self.intake.due():
             return True
-        if self._reruns_in() == 0.0:
+        if self._reruns_in() == 0.0 or _pages_due(self):
             return True
         return next_retry(self.floor, now) <= now
 
@@ -251,3 +257,10 @@ class Processor:
 
     def abandon_run(self) -> None:
         self.desk.host.abandon_run()
+
+
+def _pages_due(processor: Processor) -> bool:
+    """Whether the class pages are to be written now: the classes moved, and no rerun is due
+    (a settled project makes them due, and they wait for the inbox to be empty: each bundle
+    still to come would move the classes again)."""
+    return processor.desk.portfolio.pages_due and not processor.desk.reruns_due

@@ -8,9 +8,10 @@ holds, then its comparables in their order, a JSON line each, and a table of the
 were built from: a rebuild from the same portfolio (every start) renders nothing. A page edited
 by hand is replaced the next time its class moves (or at a start after the portfolio changed), a
 page deleted at the next rebuild. The
-processor is their one writer, after a project settles, and keeps the index it published; a
-process that has not published reads the pages back. Either way a run sees the portfolio as it
-was last published.
+processor is their one writer: it keeps the classes in memory as projects settle and writes the
+pages once the portfolio is quiet (a burst of projects rewrites them once) and at a stop; a
+process that does not keep them reads the pages back. A run sees the classes its identity was
+computed against (its job carries that snapshot).
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ class ReferencePages:
     previous: str | None = None
     """What this writer last published (``ReferenceClasses.digest``)."""
 
-    def publish(self, classes: ReferenceClasses, moved: set[tuple[str, str]]) -> ReferenceIndex:
-        """Publish the pages; return the index they hold. Nothing is rendered when the index page
+    def publish(self, classes: ReferenceClasses, moved: set[tuple[str, str]]) -> None:
+        """Publish the pages of ``classes``. Nothing is rendered when the index page
         says the pages hold these classes already (a start). Else only the pages of the ``moved``
         classes are, while the index page says the others hold what this writer last
         published; otherwise — a first publish, pages changed or missing — every page is, and
@@ -120,7 +121,7 @@ class ReferencePages:
         missing = any(not (root / name).is_file() for name in wanted)
         if on_disk == built and not missing:
             self.previous = built
-            return index
+            return
         whole = missing or on_disk is None or on_disk != self.previous
         root.mkdir(parents=True, exist_ok=True)
         # One flush for every page that moved (each of ten thousand projects' classes, when one
@@ -146,7 +147,6 @@ class ReferencePages:
         # Written last: it says the pages above hold these classes.
         publish_text(root / _INDEX, index_text)
         self.previous = built
-        return index
 
 
 def _built(root: Path) -> str | None:

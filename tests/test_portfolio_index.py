@@ -279,6 +279,9 @@ def test_classes_kept_one_project_at_a_time_are_the_classes_built_afresh(
         built_once = ReferenceClasses(ReferenceRule())
         built_once.update(dict(portfolio))
         assert classes.digest() == built_once.digest()  # kept, not recomputed: the same
+        for key in rng.sample(sorted(afresh.classes), rng.randint(0, len(afresh.classes))):
+            # Summed when first asked for, then kept as members join and leave: the same.
+            assert classes.class_digest(key) == built_once.class_digest(key)
         assert {
             k for k in set(before) | set(afresh.classes) if before.get(k) != afresh.classes.get(k)
         } <= moved

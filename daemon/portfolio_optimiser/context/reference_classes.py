@@ -51,9 +51,12 @@ class ReferenceClasses:
         self._numbered = (Numbering(), Numbering())
         """The project ids and the categories the columns number."""
         self._sums: dict[ClassKey, int] = {}
-        """Each class's members' hashes summed: its digest, kept as a member joins or leaves."""
+        """Each class's members' hashes summed: its digest, summed when first asked for (a page
+        of it is written) and kept from then on as a member joins or leaves."""
         self._folders = 0
-        """The (folder, project id) pairs' hashes summed."""
+        """Each folder's project (its id, category and prices) hashed, summed: what every class
+        is made of, ten thousand hashes at a start where its members are hundreds of
+        thousands."""
 
     def update(self, projects: Mapping[str, ProjectPrices]) -> set[ClassKey]:
         """The portfolio is now ``projects`` (by folder): the classes that moved."""
@@ -71,17 +74,20 @@ class ReferenceClasses:
             for key in set(old) | set(new):
                 if old.get(key) == new.get(key):
                     continue  # this class's comparable of the project is as it was
+                summed = key in self._sums  # else summed when its digest is first asked for
                 if key in old:
                     leaves.setdefault(key, set()).add(_member(old[key].project_id, folder))
-                    self._sums[key] -= _member_hash(*old[key])
+                    if summed:
+                        self._sums[key] -= _member_hash(*old[key])
                 if key in new:
                     joins.setdefault(key, []).append(
                         (_member(new[key].project_id, folder), new[key])
                     )
-                    self._sums[key] = self._sums.get(key, 0) + _member_hash(*new[key])
+                    if summed:
+                        self._sums[key] += _member_hash(*new[key])
             for kept, sign in ((before, -1), (after, 1)):
                 if kept is not None:
-                    self._folders += sign * _member_hash(folder, kept.project_id)
+                    self._folders += sign * _folder_hash(folder, kept)
         moved = set(joins) | set(leaves)
         for key in moved:
             self._move(key, joins.get(key, []), leaves.get(key, set()))
@@ -152,16 +158,17 @@ class ReferenceClasses:
         return ReferenceIndex({key: self._classes[key] for key in keys}, self.rule, columns)
 
     def digest(self) -> str:
-        """Every class's comparables and every project, as one digest: what the pages hold."""
-        h = hashlib.sha256()
-        for key in sorted(self._sums):
-            h.update(f"{key[0]}\x00{key[1]}\x00{self.class_digest(key)}\n".encode())
-        h.update(f"{self._folders % _MODULUS:x}".encode())
-        return h.hexdigest()[:16]
+        """Every class's comparables, as one digest: what the pages hold (the classes are made
+        of the folders' projects alone, so their hashes say it)."""
+        said = f"classes\x00{self._folders % _MODULUS:x}"
+        return hashlib.sha256(said.encode()).hexdigest()[:16]
 
     def class_digest(self, key: ClassKey) -> str:
         """The class's comparables as one digest: the same whatever order they joined in."""
-        said = f"{key[0]}\x00{key[1]}\x00{self._sums[key] % _MODULUS:x}"
+        total = self._sums.get(key)
+        if total is None:
+            total = self._sums[key] = sum(_member_hash(*c) for c in self._rows.get(key, ()))
+        said = f"{key[0]}\x00{key[1]}\x00{total % _MODULUS:x}"
         return hashlib.sha256(said.encode()).hexdigest()[:16]
 
 
@@ -182,6 +189,11 @@ def _member_hash(*fields: object) -> int:
     constant time, where hashing the class again took a pass over its ten thousand members."""
     said = "\x00".join(map(repr, fields)).encode()
     return int.from_bytes(hashlib.blake2b(said, digest_size=16).digest(), "big")
+
+
+def _folder_hash(folder: str, project: ProjectPrices) -> int:
+    """A folder's share of the classes' digest: its project's id, category and prices."""
+    return _member_hash(folder, project.project_id, project.category, project.classes)
 
 
 def _entries(project: ProjectPrices | None) -> dict[ClassKey, Comparable]:

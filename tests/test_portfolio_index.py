@@ -5,9 +5,11 @@ class page again."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
+import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -421,3 +423,49 @@ def test_the_class_pages_wait_while_a_bundle_is_still_settling(
             assert len(published) == 2 and published[-1] > 0
         finally:
             processor.close()
+
+
+def test_the_compact_index_reads_back_what_was_kept_and_skips_a_row_that_does_not_read(
+    ws: Workspace,
+) -> None:
+    """The ledger's row of a project reads back as the prices it was kept from (every word and
+    figure); a row damaged by hand or written otherwise is left out (its folder is read again),
+    whatever is wrong with it, and the rows beside it read."""
+    with Ledger.open(ws.ledger_file) as ledger:
+        _started(ws, ledger)
+        kept = {
+            folder.name: ProjectPrices.of(load_ir_projections(folder))
+            for folder in ws.bundles_projects.iterdir()
+        }
+        read = ledger.ingested.all()
+        assert {name: row.prices for name, row in read.items()} == kept
+        [first, *_] = sorted(read)
+        good = json.loads(_kept_prices(ws, first))
+        damaged = {
+            "not JSON": "{",
+            "a code that is a number": {**good, "classes": [[21, *good["classes"][0][1:]]]},
+            "a post's code that is a number": {**good, "posts": [[21, *good["posts"][0][1:]]]},
+            "a row of three": {**good, "posts": [p[:3] for p in good["posts"]]},
+            "rows of two widths": {**good, "posts": [good["posts"][0][:4], *good["posts"][1:]]},
+            "a price that is a word": {**good, "posts": [[*good["posts"][0][:3], "x", 1.0]]},
+            "no size": {k: v for k, v in good.items() if k != "size"},
+        }
+        for why, prices in damaged.items():
+            text = prices if isinstance(prices, str) else json.dumps(prices)
+            with sqlite3.connect(ws.ledger_file) as db:
+                db.execute("UPDATE ingested SET prices = ? WHERE folder = ?", (text, first))
+            again = ledger.ingested.all()
+            assert first not in again, why
+            assert len(again) == len(read) - 1, why
+        unpriced = {"classes": [], "posts": [], "size": 0.0}  # a project with no priced line
+        with sqlite3.connect(ws.ledger_file) as db:
+            db.execute(
+                "UPDATE ingested SET prices = ? WHERE folder = ?", (json.dumps(unpriced), first)
+            )
+        assert ledger.ingested.all()[first].prices.classes == ()
+
+
+def _kept_prices(ws: Workspace, folder: str) -> str:
+    with sqlite3.connect(ws.ledger_file) as db:
+        [(prices,)] = db.execute("SELECT prices FROM ingested WHERE folder = ?", (folder,))
+    return str(prices)

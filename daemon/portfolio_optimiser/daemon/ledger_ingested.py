@@ -11,9 +11,10 @@ from, so a look at the reruns reads a bundle only when that moved. Written by th
 from __future__ import annotations
 
 import json
+from array import array
 from collections.abc import Iterable
 from sys import intern
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from portfolio_optimiser.context.reference import Posts, ProjectPrices
 
@@ -44,22 +45,11 @@ class LedgerIngested:
         )
         for folder, seen, content, project_id, category, prices in rows:
             try:
-                read = json.loads(prices)
-                classes = tuple(
-                    (intern(str(a)), intern(str(u)), float(p), intern(str(s)))
-                    for a, u, p, s in read["classes"]
+                found[str(folder)] = Ingested(
+                    str(seen), str(content), _prices(str(project_id), category, prices)
                 )
-                posts = Posts.of(
-                    (str(c), str(a), str(u), float(p), float(q)) for c, a, u, p, q in read["posts"]
-                )
-                size = float(read["size"])
             except (ValueError, TypeError, KeyError):
                 continue  # written by an earlier version (classes alone), or damaged
-            found[str(folder)] = Ingested(
-                str(seen),
-                str(content),
-                ProjectPrices(str(project_id), category, classes, posts, size),
-            )
         return found
 
     def keep(self, changed: Iterable[tuple[str, Ingested]], gone: Iterable[str]) -> None:
@@ -131,3 +121,31 @@ class LedgerIngested:
         ]
         if statements:
             self._db.write_all(statements)
+
+
+def _prices(project_id: str, category: str | None, kept: str) -> ProjectPrices:
+    """A project's prices as ``keep`` wrote them (rows of classes and of posts), taken a column
+    at a time: a start reads ten thousand projects' 1.3 million words and figures. Raises
+    ``ValueError``, ``TypeError`` or ``KeyError`` for a row that does not read (a word that is
+    not a string, a figure that is not a number, a row of another width)."""
+    read = json.loads(kept)
+    a, u, p, s = _columns(read["classes"], 4)
+    c, compared, units, prices, quantities = _columns(read["posts"], 5)
+    return ProjectPrices(
+        project_id,
+        category,
+        tuple(zip(map(intern, a), map(intern, u), map(float, p), map(intern, s), strict=True)),
+        Posts(
+            tuple(map(intern, c)),
+            tuple(map(intern, compared)),
+            tuple(map(intern, units)),
+            array("d", map(float, prices)),
+            array("d", map(float, quantities)),
+        ),
+        float(read["size"]),
+    )
+
+
+def _columns(rows: list[list[object]], width: int) -> list[tuple[Any, ...]]:
+    """Rows as columns (unpacked by the caller: a row of another width does not read)."""
+    return list(zip(*rows, strict=True)) if rows else [()] * width

@@ -5,6 +5,7 @@ class page again."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -469,3 +470,25 @@ def _kept_prices(ws: Workspace, folder: str) -> str:
     with sqlite3.connect(ws.ledger_file) as db:
         [(prices,)] = db.execute("SELECT prices FROM ingested WHERE folder = ?", (folder,))
     return str(prices)
+
+
+def test_the_classes_digest_moves_with_anything_a_class_holds() -> None:
+    """What tells a start whether the pages hold the classes: any change to a comparable (its
+    project, source, price or category) or to which folder holds a project moves it."""
+    base = ProjectPrices("p-1", "school", (("23", "m2", 1200.0, "cost/23.md"),))
+    variants = [
+        ("f1", base),
+        ("f2", base),
+        ("f1", dataclasses.replace(base, project_id="p-2")),
+        ("f1", dataclasses.replace(base, category="office")),
+        ("f1", dataclasses.replace(base, category=None)),
+        ("f1", dataclasses.replace(base, classes=(("23", "m2", 1200.5, "cost/23.md"),))),
+        ("f1", dataclasses.replace(base, classes=(("23", "m2", 1200.0, "cost/24.md"),))),
+        ("f1", dataclasses.replace(base, classes=(("23", "m3", 1200.0, "cost/23.md"),))),
+    ]
+    digests = []
+    for folder, prices in variants:
+        classes = ReferenceClasses(ReferenceRule())
+        classes.update({folder: prices, "other": ProjectPrices("p-9", None, ())})
+        digests.append(classes.digest())
+    assert len(set(digests)) == len(variants)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from portfolio_optimiser.context import fit_kernels
-from portfolio_optimiser.context.fit_kernels import exps, logs
+from portfolio_optimiser.context.fit_kernels import MIDDLE, exps, logs
 
 
 @pytest.fixture(params=["compiled", "numpy"])
@@ -107,3 +108,46 @@ def test_numpy_asks_for_no_huge_pages_unless_the_user_says_so() -> None:
             env=env if given is None else env | {"NUMPY_MADVISE_HUGEPAGE": given},
         )
         assert done.stdout.strip() == advised, done.stderr
+
+
+def test_a_median_of_hundreds_is_the_median_whether_its_bracket_holds_or_misses() -> None:
+    """From ``BRACKET_FROM`` values on, a median is selected among the values between two
+    sampled ones: the same as ``statistics.median`` on ties, heavy tails and sorted runs, and
+    on values whose sample lies all to one side (the bracket misses; all are selected in)."""
+    from portfolio_optimiser.context.compiled import BRACKET_FROM, SAMPLE, _median
+
+    rng = np.random.default_rng(7)
+    spare, sample = np.empty(4000), np.empty(SAMPLE)
+    for trial in range(600):
+        n = int(rng.integers(BRACKET_FROM - 2, 3000))
+        values = [
+            rng.integers(0, 3, n).astype(float),
+            rng.integers(0, 400, n).astype(float),
+            rng.standard_cauchy(n),
+            np.sort(rng.normal(size=n)),
+        ][trial % 4]
+        assert _median(values.copy(), n, spare, sample) == statistics.median(values.tolist())
+    for n in (BRACKET_FROM, 1771):
+        aside = np.zeros(n)
+        aside[:: n // SAMPLE] = 1e9  # every sampled place holds a value far above the middle
+        aside[1::7] = rng.normal(size=len(aside[1::7]))
+        assert _median(aside.copy(), n, spare, sample) == statistics.median(aside.tolist())
+
+
+def test_the_middle_places_of_a_class_of_thousands_are_its_sorted_values_there() -> None:
+    from portfolio_optimiser.context.compiled import BRACKET_FROM, middles
+
+    rng = np.random.default_rng(8)
+    sizes = [0, 1, 2, 3, BRACKET_FROM - 1, BRACKET_FROM, 999, 10_000]
+    values = np.concatenate(
+        [rng.integers(0, 5 + 50 * (g % 2), n).astype(float) for g, n in enumerate(sizes)]
+    )
+    order = rng.permutation(len(values)).astype(np.int64)
+    start = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    out = np.full((len(sizes), MIDDLE), np.nan)
+    middles(values, order, start, out)
+    for g, n in enumerate(sizes):
+        ordered = np.sort(values[order[start[g] : start[g + 1]]])
+        first = max((n - 2) // 2, 0)
+        expected = [ordered[first + t] if first + t < n else np.nan for t in range(MIDDLE)]
+        assert np.array_equal(out[g], expected, equal_nan=True), n

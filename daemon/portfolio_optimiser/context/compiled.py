@@ -68,57 +68,10 @@ def _select(values: Floats, lo: int, hi: int, k: int) -> float:
     return float(values[k])
 
 
-SAMPLE = 64
-"""Values sampled to bracket the places wanted (``_bracketed``)."""
-REACH = 10
-"""Sampled places on either side of the wanted ones: the bracket misses about one time in a
-hundred (then the whole range is selected in, as if there were no bracket)."""
-BRACKET_FROM = 4 * SAMPLE
-"""Values below which a plain selection is as quick."""
-
-
 @njit(cache=True, nogil=True)
-def _bracketed(
-    values: Floats, n: int, first: int, last: int, spare: Floats, sample: Floats
-) -> tuple[int, int]:
-    """The places ``first``..``last`` of ``values[:n]`` sorted, bracketed: the values between
-    two sampled ones gathered into ``spare`` (one pass, without a branch on the values), and
-    how many lie below them. Returns (below, inside), or (0, -1) when the bracket missed.
-
-    A selection over all of a project's 1 770 slopes swaps each value about three times; the
-    bracket holds about a third of them, swapped once gathered."""
-    step = n // SAMPLE
-    for t in range(SAMPLE):
-        sample[t] = values[t * step]
-    sample.sort()
-    lo = sample[max(first * SAMPLE // n - REACH, 0)]
-    hi = sample[min(last * SAMPLE // n + REACH, SAMPLE - 1)]
-    below, inside = 0, 0
-    for t in range(n):
-        v = values[t]
-        below += v < lo
-        spare[inside] = v
-        inside += (v >= lo) & (v <= hi)
-    if below <= first and last < below + inside:
-        return below, inside
-    return 0, -1
-
-
-@njit(cache=True, nogil=True)
-def _median(values: Floats, n: int, spare: Floats, sample: Floats) -> float:
+def _median(values: Floats, n: int) -> float:
     """The median of ``values[:n]`` as ``statistics.median`` takes it (reorders them)."""
     lo, hi = (n - 1) // 2, n // 2
-    if n >= BRACKET_FROM:
-        below, inside = _bracketed(values, n, lo, hi, spare, sample)
-        if inside >= 0:
-            return _middle(spare, inside, lo - below, hi - below)
-    return _middle(values, n, lo, hi)
-
-
-@njit(cache=True, nogil=True)
-def _middle(values: Floats, n: int, lo: int, hi: int) -> float:
-    """The mean of the values at places ``lo`` and ``hi`` (``lo`` or ``lo + 1``) of ``values[:n]``
-    sorted (reorders them)."""
     low = _select(values, 0, n - 1, lo)
     if hi == lo:
         return (low + low) / 2
@@ -141,7 +94,6 @@ def levels(block: Block) -> None:
     pr, xr = np.empty(longest, np.int64), np.empty(longest, np.int64)
     k = min(longest, max_lines)
     slopes, residuals = np.empty(max(k * (k - 1) // 2, 1)), np.empty(longest)
-    spare, sample = np.empty(max(k * (k - 1) // 2, longest, 1)), np.empty(SAMPLE)
     for p in range(first, last):
         n = 0
         for i in range(start[p], start[p] + count[p]):
@@ -175,10 +127,10 @@ def levels(block: Block) -> None:
                         slopes[pairs] = (py[j] - py[i]) / dx
                         pairs += 1
             if pairs > 0:
-                slope = _median(slopes, pairs, spare, sample)
+                slope = _median(slopes, pairs)
         for i in range(n):
             residuals[i] = py[i] - slope * px[i]
-        a[p], b[p] = _median(residuals, n, spare, sample), slope
+        a[p], b[p] = _median(residuals, n), slope
 
 
 @njit(cache=True, nogil=True)
@@ -198,21 +150,15 @@ def middles(values: Floats, order: Ints, start: Ints, out: Floats) -> None:
     longest = 1
     for g in range(len(start) - 1):
         longest = max(longest, start[g + 1] - start[g])
-    held, spare, sample = np.empty(longest), np.empty(longest), np.empty(SAMPLE)
+    held = np.empty(longest)
     for g in range(len(start) - 1):
         n = start[g + 1] - start[g]
         for i in range(n):
             held[i] = values[order[start[g] + i]]
         first = max((n - 2) // 2, 0)
-        places = min(MIDDLE, n - first)
-        among, below, inside = held, 0, n
-        if n >= BRACKET_FROM:
-            below, inside = _bracketed(held, n, first, first + places - 1, spare, sample)
-            among, below, inside = (spare, below, inside) if inside >= 0 else (held, 0, n)
-        for t in range(places):
+        for t in range(min(MIDDLE, n - first)):
             # The first place selected among them all; each next among what was left above it.
-            at = first - below + t
-            out[g, t] = _select(among, 0 if t == 0 else at, inside - 1, at)
+            out[g, t] = _select(held, 0 if t == 0 else first + t, n - 1, first + t)
 
 
 @njit(cache=True, nogil=True)

@@ -43,6 +43,15 @@ def test_a_logarithm_of_no_positive_value_is_refused_as_math_refuses_it(
         logs(np.array([2.0, bad]))
 
 
+def _awkward(rng: np.random.Generator, n: int, trial: int) -> np.ndarray:
+    """``n`` values of the trial's kind: few distinct (a class of one price), some, a heavy
+    tail (a project's slopes), or a sorted run."""
+    kind = trial % 4
+    if kind < 2:
+        return rng.integers(0, (3, 40)[kind], n).astype(float)
+    return rng.standard_cauchy(n) if kind == 2 else np.sort(rng.normal(size=n))
+
+
 def test_a_selection_puts_the_kth_value_in_its_place_whatever_the_ties() -> None:
     """The selection the medians rest on: the value at place ``k`` of the range sorted, with no
     larger value before it and no smaller after it (``middles`` selects on from there), and
@@ -53,11 +62,7 @@ def test_a_selection_puts_the_kth_value_in_its_place_whatever_the_ties() -> None
     rng = np.random.default_rng(11)
     for trial in range(3000):
         n = int(rng.integers(1, 120))
-        values = [
-            rng.integers(0, 3, n).astype(float),
-            rng.integers(0, 40, n).astype(float),
-            rng.standard_cauchy(n),
-        ][trial % 3]
+        values = _awkward(rng, n, trial)
         lo = int(rng.integers(0, n))
         hi = int(rng.integers(lo, n))
         k = int(rng.integers(lo, hi + 1))
@@ -118,12 +123,7 @@ def test_a_median_of_a_projects_slopes_is_the_median_of_statistics() -> None:
     rng = np.random.default_rng(7)
     for trial in range(600):
         n = int(rng.integers(1, 3000))
-        values = [
-            rng.integers(0, 3, n).astype(float),
-            rng.integers(0, 400, n).astype(float),
-            rng.standard_cauchy(n),
-            np.sort(rng.normal(size=n)),
-        ][trial % 4]
+        values = _awkward(rng, n, trial)
         assert _median(values.copy(), n) == statistics.median(values.tolist())
 
 

@@ -115,10 +115,11 @@ def test_a_changed_line_renders_only_its_class_page(
 
         monkeypatch.setattr(references, "publish_text", full_disk)
         portfolio.publish_pages()  # said in the log; the class that moved waits for the next try
-        assert portfolio.pages_due and rendered == ["23"]
+        # Not due again until the next rebuild or stop: a full disk must not keep it busy.
+        assert portfolio.pages_behind and not portfolio.pages_due and rendered == ["23"]
         monkeypatch.setattr(references, "publish_text", real_publish)
         portfolio.publish_pages()
-        assert not portfolio.pages_due and rendered == ["23", "23"]
+        assert not portfolio.pages_behind and rendered == ["23", "23"]
         assert portfolio.references().classes == _everything(ws).classes
         assert read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes == (
             _everything(ws).classes
@@ -220,3 +221,35 @@ def test_the_class_pages_wait_while_a_bundle_is_still_settling(
             assert len(published) == 2 and published[-1] > 0
         finally:
             processor.close()
+
+
+def test_a_failed_write_of_the_pages_is_not_retried_at_every_step_but_at_the_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_workspace(tmp_path / "ws", stability_seconds=0, verdict_quiet_seconds=0)
+    ws = Workspace.at(root, environ={})
+    ws.ensure()
+    config = load_config(root / "config" / "portfolio-optimiser.toml")
+    for project in generate_ns3451(11, 3).projects:
+        project.write(ws.inbox_projects / project.project_id)
+    real, full = references.publish_text, [True]
+
+    def full_disk(path: Path, text: str) -> None:
+        if full[0]:
+            raise OSError(28, "No space left on device")
+        real(path, text)
+
+    monkeypatch.setattr(references, "publish_text", full_disk)
+    with Ledger.open(ws.ledger_file) as ledger:
+        processor = Processor(ws, config, ledger, time.time, LOG, environ=ENV)
+        try:
+            processor.scan()
+            processor.settle_by_age()
+            processor.step(quiet_s=0.0)
+            assert len(processor.history) >= 3
+            assert not processor.has_work(), "a failed write of the pages keeps the daemon busy"
+            full[0] = False  # space made
+        finally:
+            processor.close()
+    on_disk = read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes
+    assert on_disk == _everything(ws).classes

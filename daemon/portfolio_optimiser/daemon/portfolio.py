@@ -186,10 +186,11 @@ class Portfolio:
         self.ingested = IngestedProjects(self.workspace, self.ledger, self.log)
         self._classes = ReferenceClasses(self.config.reference.rule(), page_lines)
         self._moved: set[tuple[str, str]] = set()
-        """Classes moved since the pages were last published whole (a publish cut off by an
-        error leaves them to the next)."""
-        self.pages_due = False
+        """Classes moved since the pages were last written (kept when a write fails)."""
+        self.pages_behind = False
         """Whether the classes were rebuilt since their pages were last written."""
+        self._pages_failed = False
+        """The last write failed: tried at the next rebuild or stop, not each step (disk full)."""
         self._pages = ReferencePages(self.workspace.references)
         self._sweep = ReferenceSweep()
         self._own: dict[str, tuple[str, list[str], frozenset[str] | None]] | None = None
@@ -201,9 +202,8 @@ class Portfolio:
         self._sources: dict[str, tuple[str, Project]] = {}
         """The projects approvals were judged in, by folder: (content hash, IR)."""
         self._rebuilt_from: Looked | None = None
-        """The look the classes were last rebuilt from, until the next look at the reruns takes
-        it: the reruns are decided on the folders the classes were built from (a settle's two
-        steps look once at ten thousand folders, not twice)."""
+        """The look the classes were last rebuilt from, taken by the next look at the reruns (a
+        settle's two steps look once at ten thousand folders, and see the same ones)."""
 
     @classmethod
     def of(cls, workspace: Workspace, config: Config, ledger: Ledger, log: Any) -> Portfolio:
@@ -245,10 +245,9 @@ class Portfolio:
 
     def rebuild(self) -> ReferenceIndex:
         """The reference classes of every ingested project, kept up to date, and the portfolio's
-        compact index (the processor's job alone). Their pages are written by
-        ``publish_pages``, once the portfolio is quiet: a burst of projects rewrites them once,
-        not once a project (a page holds every member of its class: at ten thousand projects,
-        each project moved about 100 MB of them)."""
+        compact index (the processor's job alone). Their pages wait for ``publish_pages`` (once
+        the portfolio is quiet): a page holds every member of its class, and at ten thousand
+        projects each project moved about 100 MB of them."""
         with _uncollected():
             looked = self.ingested.look(ir=False)
             self.ingested.keep()
@@ -258,21 +257,28 @@ class Portfolio:
             self._published = self._classes.index()
         self._rebuilt_from = looked
         self._published_here = True
-        self.pages_due = True
+        self.pages_behind, self._pages_failed = True, False
         return self._published
+
+    @property
+    def pages_due(self) -> bool:
+        """Whether the pages are behind the classes, and not since a failed write."""
+        return self.pages_behind and not self._pages_failed
 
     def publish_pages(self) -> None:
         """The class pages brought to the classes last rebuilt, once the portfolio is quiet
         (``Processor.step``) and at a stop. Nothing is written where they hold them already; a
-        failure is logged, and the classes that moved are kept for the next try."""
+        failure is logged, and the classes that moved are kept for the next try (at the next
+        rebuild or stop)."""
         try:
             with _uncollected():
                 self._pages.publish(self._classes, self._moved)
         except OSError as exc:
             self.log.warning("reference class pages not written", problem=str(exc))
+            self._pages_failed = True
             return
         self._moved = set()
-        self.pages_due = False
+        self.pages_behind = False
 
     def references(self) -> ReferenceIndex:
         """The classes as last rebuilt: kept by the one process that rebuilds them; read back

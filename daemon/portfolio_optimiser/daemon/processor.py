@@ -117,7 +117,7 @@ class Processor:
     def close(self) -> None:
         """The class pages, if the classes moved since they were written; the engine, and the
         host's own connection to the ledger (the caller closes the one it passed in)."""
-        if self.desk.portfolio.pages_due:
+        if self.desk.portfolio.pages_behind:
             self.desk.portfolio.publish_pages()
         self.desk.close_engine()
         self.desk.close()

@@ -6,15 +6,17 @@ form."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from portfolio_optimiser.config import load_config
+from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.reference import Comparable, ReferenceRule
 from portfolio_optimiser.daemon import references
@@ -144,16 +146,37 @@ def test_pages_of_an_earlier_form_are_written_again_at_a_start(ws: Workspace) ->
         assert index.read_text("utf-8") == said
 
 
+def _daemon_workspace(tmp_path: Path, *, stability_seconds: float) -> tuple[Workspace, Config]:
+    """A workspace and its config as the daemon runs it, verdicts never waited for."""
+    root = make_workspace(
+        tmp_path / "ws", stability_seconds=stability_seconds, verdict_quiet_seconds=0
+    )
+    ws = Workspace.at(root, environ={})
+    ws.ensure()
+    return ws, load_config(root / "config" / "portfolio-optimiser.toml")
+
+
+@contextlib.contextmanager
+def _stepped(ws: Workspace, config: Config) -> Iterator[Processor]:
+    """A processor after its first step on what is in the inbox, stopped at the end."""
+    with Ledger.open(ws.ledger_file) as ledger:
+        processor = Processor(ws, config, ledger, time.time, LOG, environ=ENV)
+        try:
+            processor.scan()
+            processor.settle_by_age()
+            processor.step(quiet_s=0.0)
+            yield processor
+        finally:
+            processor.close()
+
+
 def test_a_burst_of_projects_writes_the_class_pages_once_the_portfolio_is_quiet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each settled project moves the classes; their pages (a page holds every member of its
     class) are written once the inbox is empty and the reruns are done, not once a project —
     and a stop writes what a step did not."""
-    root = make_workspace(tmp_path / "ws", stability_seconds=0, verdict_quiet_seconds=0)
-    ws = Workspace.at(root, environ={})
-    ws.ensure()
-    config = load_config(root / "config" / "portfolio-optimiser.toml")
+    ws, config = _daemon_workspace(tmp_path, stability_seconds=0)
     for project in generate_ns3451(11, 4).projects:
         project.write(ws.inbox_projects / project.project_id)
     published: list[set[tuple[str, str]]] = []
@@ -193,10 +216,7 @@ def test_the_class_pages_wait_while_a_bundle_is_still_settling(
 ) -> None:
     """A project settled while another is still being copied in: the pages wait for that one
     too (it would move the classes again), then are written once."""
-    root = make_workspace(tmp_path / "ws", stability_seconds=60, verdict_quiet_seconds=0)
-    ws = Workspace.at(root, environ={})
-    ws.ensure()
-    config = load_config(root / "config" / "portfolio-optimiser.toml")
+    ws, config = _daemon_workspace(tmp_path, stability_seconds=60)
     first, second = generate_ns3451(11, 2).projects
     _aged(first.write(ws.inbox_projects / first.project_id), 3600)
     second.write(ws.inbox_projects / second.project_id)  # still being copied: changed just now
@@ -207,29 +227,19 @@ def test_the_class_pages_wait_while_a_bundle_is_still_settling(
         "publish",
         lambda self, classes, moved: published.append(len(moved)) or real(self, classes, moved),
     )
-    with Ledger.open(ws.ledger_file) as ledger:
-        processor = Processor(ws, config, ledger, time.time, LOG, environ=ENV)
-        try:
-            processor.scan()
-            processor.settle_by_age()
-            processor.step(quiet_s=0.0)
-            assert [r.name for r in processor.history] == [first.project_id]
-            assert len(published) == 1, "the pages were written while a bundle was settling"
-            _aged(ws.inbox_projects / second.project_id, 3600)
-            processor.settle_by_age()
-            processor.step(quiet_s=0.0)
-            assert len(published) == 2 and published[-1] > 0
-        finally:
-            processor.close()
+    with _stepped(ws, config) as processor:
+        assert [r.name for r in processor.history] == [first.project_id]
+        assert len(published) == 1, "the pages were written while a bundle was settling"
+        _aged(ws.inbox_projects / second.project_id, 3600)
+        processor.settle_by_age()
+        processor.step(quiet_s=0.0)
+        assert len(published) == 2 and published[-1] > 0
 
 
 def test_a_failed_write_of_the_pages_is_not_retried_at_every_step_but_at_the_stop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = make_workspace(tmp_path / "ws", stability_seconds=0, verdict_quiet_seconds=0)
-    ws = Workspace.at(root, environ={})
-    ws.ensure()
-    config = load_config(root / "config" / "portfolio-optimiser.toml")
+    ws, config = _daemon_workspace(tmp_path, stability_seconds=0)
     for project in generate_ns3451(11, 3).projects:
         project.write(ws.inbox_projects / project.project_id)
     real, full = references.publish_text, [True]
@@ -240,16 +250,9 @@ def test_a_failed_write_of_the_pages_is_not_retried_at_every_step_but_at_the_sto
         real(path, text)
 
     monkeypatch.setattr(references, "publish_text", full_disk)
-    with Ledger.open(ws.ledger_file) as ledger:
-        processor = Processor(ws, config, ledger, time.time, LOG, environ=ENV)
-        try:
-            processor.scan()
-            processor.settle_by_age()
-            processor.step(quiet_s=0.0)
-            assert len(processor.history) >= 3
-            assert not processor.has_work(), "a failed write of the pages keeps the daemon busy"
-            full[0] = False  # space made
-        finally:
-            processor.close()
+    with _stepped(ws, config) as processor:
+        assert len(processor.history) >= 3
+        assert not processor.has_work(), "a failed write of the pages keeps the daemon busy"
+        full[0] = False  # space made: the stop writes them
     on_disk = read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes
     assert on_disk == _everything(ws).classes

@@ -143,12 +143,25 @@ class Posts:
     @classmethod
     def of(cls, rows: Iterable[Post]) -> Posts:
         found = list(rows)
+        return cls.columns(*zip(*found, strict=True)) if found else cls()
+
+    @classmethod
+    def columns(
+        cls,
+        codes: Iterable[str],
+        compared: Iterable[str],
+        units: Iterable[str],
+        prices: Iterable[float],
+        quantities: Iterable[float],
+    ) -> Posts:
+        """From its columns, each taken by a map over it; a word that is not a string or a
+        figure that is not a number raises ``TypeError`` or ``ValueError``."""
         return cls(
-            tuple(sys.intern(r[0]) for r in found),
-            tuple(sys.intern(r[1]) for r in found),
-            tuple(sys.intern(r[2]) for r in found),
-            array("d", (r[3] for r in found)),
-            array("d", (r[4] for r in found)),
+            tuple(map(sys.intern, codes)),
+            tuple(map(sys.intern, compared)),
+            tuple(map(sys.intern, units)),
+            array("d", map(float, prices)),
+            array("d", map(float, quantities)),
         )
 
     def __iter__(self) -> Iterator[Post]:

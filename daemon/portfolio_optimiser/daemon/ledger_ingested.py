@@ -11,7 +11,6 @@ from, so a look at the reruns reads a bundle only when that moved. Written by th
 from __future__ import annotations
 
 import json
-from array import array
 from collections.abc import Iterable
 from sys import intern
 from typing import Any, NamedTuple
@@ -130,18 +129,11 @@ def _prices(project_id: str, category: str | None, kept: str) -> ProjectPrices:
     not a string, a figure that is not a number, a row of another width)."""
     read = json.loads(kept)
     a, u, p, s = _columns(read["classes"], 4)
-    c, compared, units, prices, quantities = _columns(read["posts"], 5)
     return ProjectPrices(
         project_id,
         category,
         tuple(zip(map(intern, a), map(intern, u), map(float, p), map(intern, s), strict=True)),
-        Posts(
-            tuple(map(intern, c)),
-            tuple(map(intern, compared)),
-            tuple(map(intern, units)),
-            array("d", map(float, prices)),
-            array("d", map(float, quantities)),
-        ),
+        Posts.columns(*_columns(read["posts"], 5)),
         float(read["size"]),
     )
 

@@ -30,8 +30,8 @@ Ints = NDArray[np.int64]
 
 @dataclass
 class Numbering:
-    """Names numbered in the order they first appear; a number is never reused nor moved, so
-    columns made at different times agree. The empty name and None are -1 (no category)."""
+    """Names numbered as they first come; a number is never reused nor moved, so columns made
+    at different times agree. The empty name and None are -1 (no category)."""
 
     numbers: dict[str | None, int] = field(default_factory=lambda: {None: -1, "": -1})
     names: list[str] = field(default_factory=list)

@@ -93,7 +93,8 @@ def middles(values: Floats, order: Ints, start: Ints, out: Floats) -> None:
         n = int(start[g + 1] - start[g])
         if n == 0:
             continue
-        places = list(range(max((n - 2) // 2, 0), min(max((n - 2) // 2, 0) + MIDDLE, n)))
+        first = max((n - 2) // 2, 0)
+        places = list(range(first, min(first + MIDDLE, n)))
         held = np.partition(values[order[start[g] : start[g + 1]]], places)
         out[g, : len(places)] = held[places]
 

@@ -97,8 +97,14 @@ class ReferenceClasses:
             if self._rows[key]:
                 self._classes[key] = tuple(self._rows[key])
             else:
-                stores = (self._order, self._rows, self._classes, self._sums, self._rendered)
-                for store in (*stores, self._columns):
+                for store in (
+                    self._order,
+                    self._rows,
+                    self._classes,
+                    self._columns,
+                    self._sums,
+                    self._rendered,
+                ):
                     store.pop(key, None)
         self._projects = dict(projects)
         return moved

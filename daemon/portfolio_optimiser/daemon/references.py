@@ -3,15 +3,16 @@
 Decides: where the classes live (beside the projects, outside the wiki, so nothing written here
 ever reaches the learning fold), their exact bytes (one page per (code, unit) class: the ingest
 stamp ``generated: true`` + ``ingest_manifest`` with the class's digest and how many projects it
-holds, then its comparables in their order, a JSON line each, and a table of them), and that a rebuild is deterministic and complete: built from every project in
-``bundles/projects/`` and stale pages removed. The index page, written last, says what the pages
-were built from: a rebuild from the same portfolio (every start) renders nothing. A page edited
-by hand is replaced the next time its class moves (or at a start after the portfolio changed), a
-page deleted at the next rebuild. The
-processor is their one writer: it keeps the classes in memory as projects settle and writes the
-pages once the portfolio is quiet (a burst of projects rewrites them once) and at a stop; a
-process that does not keep them reads the pages back. A run sees the classes its identity was
-computed against (its job carries that snapshot).
+holds, then its comparables in their order, a JSON line each, and a table of them), and that
+writing them is deterministic and complete: built from every project in ``bundles/projects/``
+and stale pages removed. The index page, written last, says what the pages were built from (and
+their form): pages that hold the classes already (every start, mostly) are not rendered again. A
+page edited by hand is replaced the next time its class moves (or at a start after the
+portfolio changed), a page deleted at the next write. The processor is their one writer: it
+keeps the classes in memory as projects settle and writes the pages once the portfolio is quiet
+(a burst of projects rewrites them once) and at a stop; a process that does not keep them reads
+the pages back. A run sees the classes its identity was computed against (its job carries that
+snapshot).
 """
 
 from __future__ import annotations

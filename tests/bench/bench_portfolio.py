@@ -208,6 +208,7 @@ def measure(root: Path) -> dict[str, float]:
         "start": start,
         "first_page": first_page,
         "cold": sum(cold[:3]),
+        "cold_pages": cold[3],
         "one_more": sum(warm[:3]),
         "classes": warm[0],
         "reruns": warm[1],
@@ -268,6 +269,12 @@ def rows(results: dict[int, dict[str, float]]) -> list[Row]:
             "then the class pages written, once the portfolio is quiet",
             "reported",
             across("pages", "s"),
+            True,
+        ),
+        Row(
+            "… after the first project after the restart (every page's lines rendered once)",
+            "reported",
+            across("cold_pages", "s"),
             True,
         ),
         Row(

@@ -38,8 +38,8 @@ def _projects(tmp_path: Path, seed: int, n: int, parts: int) -> list[Project]:
     return [load_ir_projections(p.write(tmp_path / p.project_id)) for p in portfolio.projects]
 
 
-def _expected(project: Project, classes: ReferenceClasses) -> tuple[tuple[str, str, str, int], ...]:
-    snapshot = classes.index().assess(project)
+def _expected(project: Project, index: ReferenceIndex) -> tuple[tuple[str, str, str, int], ...]:
+    snapshot = index.assess(project)
     return tuple(
         (c.affected_codes[0], c.unit or "", c.grade or "", c.claimed_saving_nok)
         for c in reference_candidates(project, snapshot)
@@ -62,10 +62,11 @@ def test_the_sweep_finds_each_projects_own_reference_candidates(
     prices = {f"{p.id}-folder": ProjectPrices.of(p) for p in projects}
     classes = ReferenceClasses(rule)
     classes.update(prices)
-    keys = ReferenceSweep().keys(classes.index().fit, prices)
+    index = classes.index()
+    keys = ReferenceSweep().keys(index.fit, prices)
     found = 0
     for project in projects:
-        assert keys[f"{project.id}-folder"] == _expected(project, classes), project.id
+        assert keys[f"{project.id}-folder"] == _expected(project, index), project.id
         found += len(keys[f"{project.id}-folder"] or ())
     assert found > 0  # the planted overpricing is found
 
@@ -90,11 +91,7 @@ def test_the_sweep_holds_for_classes_read_back_out_of_their_order(tmp_path: Path
     keys = ReferenceSweep().keys(shuffled.fit, prices)
     found = 0
     for project in projects:
-        snapshot = shuffled.assess(project)
-        expected = tuple(
-            (c.affected_codes[0], c.unit or "", c.grade or "", c.claimed_saving_nok)
-            for c in reference_candidates(project, snapshot)
-        )
+        expected = _expected(project, shuffled)
         assert keys[f"{project.id}-folder"] == expected, project.id
         found += len(expected)
     assert found > 0
@@ -156,10 +153,11 @@ def test_the_sweep_agrees_on_thin_classes(tmp_path: Path) -> None:
             prices = {p.id: ProjectPrices.of(p) for p in projects}
             classes = ReferenceClasses(rule)
             classes.update(prices)
-            fit = classes.index().fit
+            index = classes.index()
+            fit = index.fit
             keys = ReferenceSweep().keys(fit, prices)
             for project in projects:
-                assert keys[project.id] == _expected(project, classes), project.id
+                assert keys[project.id] == _expected(project, index), project.id
                 seen.update(grade for _code, _unit, grade, _saving in keys[project.id] or ())
             entries = fit.entries()
             seen["thin spread"] += int(entries.exact_spread.sum())

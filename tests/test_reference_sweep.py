@@ -15,18 +15,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.line_references import ProjectReferences
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import (
     Comparable,
     ProjectPrices,
     ReferenceIndex,
     ReferenceRule,
+    material,
     reference_candidates,
     reference_saving,
 )
 from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.context.reference_sweep import (
     ReferenceSweep,
+    material_savings,
     reference_savings,
     rounded_to_cents,
 )
@@ -214,3 +217,25 @@ def test_any_savings_over_arrays_are_reference_savings(
     assert reference_savings(price, expected, quantity).tolist() == [
         reference_saving(*row) for row in rows
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(-10, 10**15), st.floats(0, 1e13, allow_nan=False)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from([0.0, 1.0, 50_000.0, 99_999.5]),
+    st.sampled_from([0.0, 0.001, 0.003, 1 / 3]),
+)
+def test_which_savings_over_arrays_are_material(
+    rows: list[tuple[int, float]], min_saving: float, min_share: float
+) -> None:
+    """A saving on the edge of either threshold, over arrays, is material as ``material``
+    says; and no saving of nothing is, whatever the thresholds."""
+    rows += [(round(min_saving), 0.0), (int(min_share * 10**9), 10.0**9), (0, 0.0)]
+    references = ProjectReferences("p", (), 0, min_saving, min_share)
+    savings, sizes = (np.array(column) for column in zip(*rows, strict=True))
+    found = material_savings(savings.astype(np.int64), sizes.astype(np.float64), references)
+    assert found.tolist() == [s > 0 and material(s, z, references) for s, z in rows]

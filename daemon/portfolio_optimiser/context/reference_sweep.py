@@ -27,10 +27,11 @@ from numpy.typing import NDArray
 
 from .fit_arrays import Entries
 from .fit_kernels import exps, logs
+from .line_references import ProjectReferences
 from .price_fit import PriceFit
-from .reference import ProjectPrices, material, reference_saving
+from .reference import ProjectPrices, reference_saving
 
-__all__ = ["ReferenceKey", "ReferenceSweep"]
+__all__ = ["ReferenceKey", "ReferenceSweep", "material_savings"]
 
 ReferenceKey = tuple[str, str, str, int]
 """A reference candidate as a project's version sees it: (code, unit, grade, saving)."""
@@ -161,7 +162,9 @@ class _Sweep:
         references = self.fit.references("", ())
         at = np.flatnonzero(graded)
         savings = reference_savings(price[at], rounded_to_cents(expected[at]), quantity[at])
-        at, savings = at[savings > 0], savings[savings > 0]
+        size = np.array([p.prices.size for p in self.posts], dtype=np.float64)
+        worth = material_savings(savings, size[owner[at]], references)
+        at, savings = at[worth], savings[worth]
         by = owner[at]
         for o, j, g, saving in zip(
             by.tolist(),
@@ -170,10 +173,8 @@ class _Sweep:
             savings.tolist(),
             strict=True,
         ):
-            posts = self.posts[o]
-            if material(saving, posts.prices.size, references):
-                compared = posts.prices.posts
-                found[o].append((compared.codes[j], compared.units[j], _GRADES[g] or "", saving))
+            compared = self.posts[o].prices.posts
+            found[o].append((compared.codes[j], compared.units[j], _GRADES[g] or "", saving))
         return [tuple(f) if own[o] else None for o, f in enumerate(found)]
 
     def _graded(
@@ -230,6 +231,19 @@ def rounded_to_cents(values: NDArray[np.float64]) -> NDArray[np.float64]:
     for i in np.flatnonzero(unclear).tolist():
         rounded[i] = round(float(values[i]), 2)
     return rounded
+
+
+def material_savings(
+    savings: NDArray[np.int64], sizes: NDArray[np.float64], references: ProjectReferences
+) -> NDArray[np.bool_]:
+    """``material`` of each (saving, its project's size), over arrays: a saving is a whole
+    number of kroner well below 2**53, so its float is itself and each comparison is
+    ``material``'s."""
+    return (
+        (savings > 0)
+        & (savings >= references.min_saving_nok)
+        & (savings >= references.min_share * sizes)
+    )
 
 
 def reference_savings(

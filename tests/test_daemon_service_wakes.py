@@ -159,7 +159,7 @@ def test_the_start_ups_objects_are_set_aside_from_the_collector_once() -> None:
     one); later calls freeze nothing more. In a process of its own: a freeze is for good."""
     script = (
         "import gc\n"
-        "from portfolio_optimiser.daemon.service import give_back_memory\n"
+        "from portfolio_optimiser.daemon.memory import give_back_memory\n"
         "kept = [[i] for i in range(10_000)]\n"
         "assert gc.get_freeze_count() == 0\n"
         "give_back_memory()\n"
@@ -190,6 +190,22 @@ def test_the_daemon_switches_threads_often_enough_for_a_verdict_taken_in_beside_
         wait_for(lambda: bool(asked), timeout_s=30, what="the switch interval set")
     assert asked == [service.SWITCH_INTERVAL_S]
     assert service.SWITCH_INTERVAL_S <= 0.001
+
+
+def test_the_daemon_keeps_what_its_events_free_from_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Freed memory is kept for the next event from before the start-up's own arrays
+    (``daemon/memory.py``), once; it is given back at idle (the test above)."""
+    from portfolio_optimiser.daemon import service
+
+    kept: list[int] = []
+    given: list[int] = []
+    monkeypatch.setattr(service, "keep_freed_memory", lambda: kept.append(len(given)))
+    monkeypatch.setattr(service, "give_back_memory", lambda: given.append(len(kept)))
+    with _daemon(tmp_path, monkeypatch):
+        wait_for(lambda: bool(given), timeout_s=30, what="the start's memory given back")
+    assert kept == [0], "kept once, before anything was given back"
 
 
 @pytest.mark.loadbearing

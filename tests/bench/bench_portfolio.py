@@ -50,10 +50,10 @@ import structlog
 from portfolio_optimiser.config import load_config
 from portfolio_optimiser.daemon.job import run_id_for
 from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.memory import give_back_memory, keep_freed_memory
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Portfolio
 from portfolio_optimiser.daemon.processor import Processor
-from portfolio_optimiser.daemon.service import give_back_memory
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.outputs.portfolio import page_json
 from portfolio_optimiser.outputs.proposals import read_proposals
@@ -180,6 +180,7 @@ def _one_more(processor: Processor, ledger: Ledger, folder: Path) -> list[float]
 def measure(root: Path) -> dict[str, float]:
     """A restart on the built workspace, in a process of its own, and what follows it."""
     ws = _workspace(root)
+    keep_freed_memory()  # as the daemon does at its start
     with Ledger.open(ws.ledger_file) as ledger:
         started = time.perf_counter()
         processor = Processor(ws, load_config(), ledger, time.time, LOG, environ=ENV)

@@ -15,7 +15,6 @@ and the old one kept.
 from __future__ import annotations
 
 import contextlib
-import gc
 import queue
 import signal
 import sys
@@ -29,7 +28,6 @@ from types import FrameType
 from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
-from portfolio_optimiser._libc import libc_function
 from portfolio_optimiser.config import Config, ConfigError, load_config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.reasoning.environment import admission_for
@@ -37,6 +35,7 @@ from portfolio_optimiser.reasoning.environment import admission_for
 from .db import database_unavailable
 from .host import iso
 from .ledger import Ledger
+from .memory import give_back_memory, keep_freed_memory
 from .notify import Notifier
 from .processor import Processor
 from .session import opened, status_text
@@ -160,6 +159,7 @@ class Service:
         # of its file flushes lets go of the GIL, and getting it back waited out the other
         # thread's whole switch interval (5 ms) every time.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
+        keep_freed_memory()  # until the daemon is idle (``give_back_memory``)
         with opened(
             self.workspace,
             self.config,
@@ -381,20 +381,3 @@ class Service:
             f"watching ({watcher.method}); pending={processor.pending()}{waiting} "
             f"done={counts.get('done', 0)} failed={counts.get('failed', 0)}"
         )
-
-
-def give_back_memory() -> None:
-    """The heap's free pages returned to the system: glibc keeps what a start or a run freed
-    (13 MB of the idle daemon's 128 in ``bench_daemon``), and an idle daemon should hold little.
-
-    The first time, the start-up's garbage is collected and what is left is set aside from the
-    collector (``gc.freeze``): the portfolio's compact index and its classes, a million objects
-    at ten thousand projects, which every full collection walked again (0.6 s of an event
-    there). Later objects are collected as before; set aside once only, so nothing that becomes
-    garbage in a cycle later is kept for good."""
-    if gc.get_freeze_count() == 0:
-        gc.collect()
-        gc.freeze()
-    trim = libc_function("malloc_trim")
-    if trim is not None:
-        trim(0)

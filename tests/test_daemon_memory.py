@@ -1,0 +1,71 @@
+"""The daemon's memory: what an event frees is kept for the next one while the daemon works,
+and given back once it is idle (``daemon/memory.py``). Each case in a process of its own: the C
+library's settings are for the whole process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from portfolio_optimiser._libc import libc_function
+
+pytestmark = pytest.mark.skipif(
+    libc_function("mallopt") is None, reason="the C library is not glibc (no mallopt)"
+)
+
+EVENT = """
+import resource, sys
+import numpy as np
+from portfolio_optimiser.daemon.memory import give_back_memory, keep_freed_memory
+
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+def resident_mb():
+    with open("/proc/self/status") as status:
+        line = next(l for l in status if l.startswith("VmRSS"))
+    return int(line.split()[1]) / 1024
+
+def event():  # 64 MB of arrays made, filled and freed, as a large portfolio's event does
+    values = np.empty(8 << 20)
+    values.fill(1.0)
+    del values
+
+kept = keep_freed_memory() if sys.argv[1] == "keep" else None
+event()
+before = faults()
+event()
+again = faults() - before
+held = resident_mb()
+give_back_memory()
+print(kept, again, held - resident_mb())
+"""
+
+
+def _event(how: str) -> tuple[str, int, float]:
+    done = subprocess.run(
+        [sys.executable, "-c", EVENT, how], capture_output=True, text=True, check=True
+    )
+    kept, again, given = done.stdout.split()
+    return kept, int(again), float(given)
+
+
+@pytest.mark.loadbearing
+def test_an_events_arrays_are_kept_for_the_next_and_given_back_at_idle() -> None:
+    """64 MB freed by one event are the next event's without a page faulted in (glibc would
+    otherwise hand them to the kernel and fault 16 000 fresh pages), and ``give_back_memory``
+    returns them to the system."""
+    kept, again, given = _event("keep")
+    assert kept == "True"
+    assert again < 1_000, f"{again} pages faulted in again"
+    assert given >= 48, f"only {given:.0f} MB given back at idle"
+
+
+def test_without_it_each_event_faults_its_arrays_in_again() -> None:
+    """What the kept memory saves: glibc's own policy maps an array this large afresh each time
+    (so the test above can tell the two apart)."""
+    kept, again, _given = _event("default")
+    assert kept == "None"
+    assert again > 10_000

@@ -30,6 +30,7 @@ def test_quick_benchmark_prints_the_table(quick_run: tuple[int, str]) -> None:
     assert HEADER in out
     for measure in (
         "our own time per model call",
+        "Agent Framework and the SDK alone",
         "projects at concurrency",
         "prompt size",
         "re-run",

@@ -9,6 +9,7 @@ leaves 127.0.0.1 and no credential is read.
 |---|---|
 | per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent waiting, per model call |
 | calls per candidate | model calls over candidates in the same runs; the checker approves on its first turn |
+| floor | the last run's exchanges replayed with Agent Framework and the SDK alone (the proposer's ``Agent.run``, one ``ask_checker`` group chat per candidate, the same prompts, tools and models); reported: what a call costs before the product does anything |
 | throughput | N copies of the bundle (distinct project ids) run at once (``run_project`` under a semaphore) at concurrency 4 and at 1, each pass on a fresh reasoning store |
 | prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |
 | reuse | the same project run twice on one reasoning store; the second run's checker consultations and requests |
@@ -34,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from portfolio_optimiser.context.navigate import navigate_bundle
 from portfolio_optimiser.context.render import render_context
@@ -344,6 +345,7 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
     if not consulted:
         measured += "; a run did not reach the checker"
     per_candidate = calls / candidates
+    floor = await measure_floor(models, bundle, scale, per_call_ms)
     return [
         Row(
             f"our own time per model call, model answering in {MODEL_DELAY_S * 1000:.0f} ms",
@@ -359,7 +361,79 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
             "proposal itself, no call)",
             consulted and per_candidate <= CALLS_PER_CANDIDATE_TARGET,
         ),
+        floor,
     ]
+
+
+async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: float) -> Row:
+    """What Agent Framework and the SDK cost alone on a run's exchanges: the proposer's
+    ``Agent.run`` (its instructions, tools and response format) and one maker-checker group chat
+    per candidate (``ask_checker``, the checker approving at once), replaying the prompts the
+    last run sent, on the same loopback models, each run's two clients built as a run builds
+    them — no records, no bundle, no budget or redaction. What the product adds is the rest."""
+    from agent_framework import Agent
+
+    from portfolio_optimiser.context.ir import load_ir_projections
+    from portfolio_optimiser.pipeline.checker import ask_checker
+    from portfolio_optimiser.pipeline.clients.openai_compatible import chat_client_for
+    from portfolio_optimiser.pipeline.clients.scripted import ScriptedChatClient
+    from portfolio_optimiser.pipeline.datasource import DataSource, datasource_tools
+    from portfolio_optimiser.pipeline.proposer import response_format
+
+    asked = models.proposer.requests[-1].body
+    instructions, prompt = (m["content"] for m in asked["messages"][:2])
+    # A checker's request: its instructions, the task, the maker's opening.
+    checked = [r.body for r in models.checker.requests[-CANDIDATES:]]
+    tools = datasource_tools(DataSource(root=bundle, project=load_ir_projections(bundle)))
+    catalogue = models.admission().catalogue
+
+    def built(advisor_id: str) -> Any:
+        advisor = catalogue.get(advisor_id)
+        assert advisor is not None
+        return chat_client_for(advisor)
+
+    def opening(text: str) -> ScriptedChatClient:
+        async def speak(_messages: object, _options: object) -> str:
+            return text
+
+        return ScriptedChatClient(handler=speak)
+
+    async def exchanges() -> None:
+        proposer, checker = built("bench-proposer"), built("bench-checker")
+        agent = Agent(client=proposer, name="proposer", instructions=instructions, tools=tools)
+        form = response_format("json_schema")
+        await agent.run(
+            prompt, options={"max_tokens": asked["max_tokens"], "response_format": form}
+        )
+        for body in checked:
+            task, maker = (m["content"] for m in body["messages"][1:3])
+            await ask_checker(
+                maker_client=opening(maker),
+                checker_client=checker,
+                task=task,
+                max_rounds=SETTINGS.max_rounds,
+                checker_options={"max_tokens": body["max_tokens"]},
+            )
+        for client in (proposer, checker):
+            await client.client.close()
+
+    await exchanges()  # its first use paid for apart
+    own, calls = 0.0, 0
+    for _ in range(max(scale.overhead_runs, 3)):
+        requests, waited = models.requests, models.waited_s
+        started = time.perf_counter()
+        await exchanges()
+        own += time.perf_counter() - started - (models.waited_s - waited)
+        calls += models.requests - requests
+    floor_ms = own / calls * 1000
+    return Row(
+        "Agent Framework and the SDK alone on the same exchanges, model answering in "
+        f"{MODEL_DELAY_S * 1000:.0f} ms",
+        "reported (the floor under the per-call target)",
+        f"{floor_ms:.1f} ms a call; the product's own work adds {own_ms - floor_ms:.1f} ms a "
+        f"call (records, bundle, validation, budget and redaction)",
+        True,
+    )
 
 
 async def _timed_run(

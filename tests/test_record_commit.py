@@ -126,6 +126,32 @@ def test_no_power_cut_tears_a_record_and_each_commit_leaves_its_records_on_disk(
     assert Store(tmp_path).load().records == (durable, *staged)
 
 
+class Held(SystemDisk):
+    """The file system, with every write held until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+
+    def stage(self, path: Path, data: bytes) -> Path:
+        assert self.go.wait(30), "never let go"
+        return super().stage(path, data)
+
+
+def test_a_record_staged_in_a_new_store_is_read_back_before_it_is_written(tmp_path: Path) -> None:
+    """A staged record is held in memory until a commit writes it, and a new store has no
+    folder yet: the writer reads its own record at once all the same (the next record of a run
+    names it)."""
+    desk = Desk(tmp_path)
+    disk = Held()
+    store = Store(tmp_path, disk=disk)
+    staged = store.record(TASK, _draft(1), desk.ctx(), durable=False)
+    assert store.load().by_id(staged.id) == staged
+    assert not list((tmp_path / "reasoning").rglob("*.json")), "nothing written yet"
+    disk.go.set()
+    store.commit()
+    assert Store(tmp_path).load().records == (staged,)
+
+
 def test_a_batch_the_disk_refuses_stays_staged_and_is_committed_by_the_next(
     tmp_path: Path,
 ) -> None:

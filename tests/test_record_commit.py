@@ -14,6 +14,7 @@ leaves every record whole or absent, and those it committed all there.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,3 +240,59 @@ def test_a_runs_records_are_on_disk_when_the_run_returns(tmp_path: Path) -> None
     lost = [r.id for r in records if not disk.kept(state / r.task / f"{r.seq:04d}-{r.id}.json")]
     assert not lost, f"records the run returned without making durable: {lost}"
     assert not disk.torn, disk.torn
+
+
+class Watched(Store):
+    """The store, saying on which thread each record was made."""
+
+    made: list[str]
+
+    def _record(self, task: str, draft: Any, ctx: Any) -> StoredRecord:
+        self.made.append(threading.current_thread().name)
+        return super()._record(task, draft, ctx)
+
+
+def test_a_record_is_made_on_the_event_loop_only_when_it_waits_for_nothing(
+    tmp_path: Path,
+) -> None:
+    """``arecord`` makes a record on the caller's event loop once the store has been read; off
+    it while a listing of every record is due (the first reads) or another writer holds the
+    store, which the loop would wait for."""
+    desk = Desk(tmp_path)
+    store = Watched(tmp_path)
+    store.made = []
+
+    async def three() -> list[StoredRecord]:
+        first = await store.arecord(TASK, _draft(1), desk.ctx())
+        store.load()  # the folder is there now: this read lists it
+        second = await store.arecord(TASK, _draft(2), desk.ctx())
+        with store._lock:  # another run's record in hand: a thread waits for it, not the loop
+            third = asyncio.create_task(store.arecord(TASK, _draft(3), desk.ctx()))
+            await asyncio.sleep(0.05)
+            assert not third.done()
+        return [first, second, await third]
+
+    records = asyncio.run(three())
+    loop = threading.current_thread().name
+    assert [name == loop for name in store.made] == [False, True, False], store.made
+    assert [r.seq for r in records] == [1, 2, 3]
+    store.commit()
+    assert Store(tmp_path).load().records == tuple(records)
+
+
+@pytest.mark.loadbearing
+def test_a_runs_records_are_made_on_its_event_loop_once_the_store_is_read(tmp_path: Path) -> None:
+    """A run's records are made on its event loop, but for the store's first reads (a new
+    store: its first record, then a listing of every record)."""
+    store = Watched(tmp_path / "state")
+    store.made = []
+    reasoning = session(tmp_path, PROPOSER, CHECKER)
+    reasoning = type(reasoning)(store, reasoning.ctx)
+    result = run(
+        small_bundle(tmp_path / "b"),
+        reasoning,
+        {"p1": lambda m, o: proposal(measure()), "k1": approve},
+    )
+    assert result.candidates and len(store.made) >= 5
+    loop = threading.current_thread().name
+    assert [name == loop for name in store.made[2:]] == [True] * (len(store.made) - 2), store.made

@@ -178,8 +178,7 @@ class RunState:
         return self.reasoning.store.record(self.task, draft, self.reasoning.ctx, durable=False)
 
     async def arecord(self, draft: Any) -> StoredRecord:
-        # Off the event loop: admission reads the store, and concurrent runs take turns at it.
-        return await asyncio.to_thread(self.record, draft)
+        return await self.reasoning.store.arecord(self.task, draft, self.reasoning.ctx)
 
     async def commit(self) -> None:
         """The run's records, durable: one flush for what the background has not committed."""

@@ -67,6 +67,11 @@ class Reader:
         with self._lock:
             return self._load()
 
+    def current(self) -> bool:
+        """Whether a load now reads only what the log added: no listing of every folder is due
+        (the first load, then one every ``FULL_LISTING_S``)."""
+        return self._loaded is not None and time.monotonic() - self._listed_at < FULL_LISTING_S
+
     def _load(self) -> Loaded:
         if not self.root.is_dir():
             return Loaded()

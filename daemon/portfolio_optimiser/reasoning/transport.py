@@ -248,7 +248,7 @@ async def consult(
             plan_record.id, advisor_id, model_of(advisor_id), question, answer, error, duration_ms
         )
         try:
-            written.append(await asyncio.to_thread(store.record, task, draft, ctx, durable=False))
+            written.append(await store.arecord(task, draft, ctx))
         except Refusal as refusal:
             # An answer the store will not keep (a private key in it, say) is no answer: it is
             # recorded as malformed with the store's sentence, and the run goes on without it.
@@ -262,7 +262,7 @@ async def consult(
                 unusable,
                 duration_ms,
             )
-            written.append(await asyncio.to_thread(store.record, task, draft, ctx, durable=False))
+            written.append(await store.arecord(task, draft, ctx))
     for *_, pending in results:
         if pending is not None:
             raise pending

@@ -47,17 +47,21 @@ def _page_name(code: str, unit: str) -> str:
     return f"{safe}.md"
 
 
+_LINE: Final = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``'s encoder, made once: ``dumps`` makes one a call when
+an option is set (a third of a page line's cost, at hundreds of thousands of them a start)."""
+
+
 def page_lines(c: Comparable) -> Rendered:
     """A comparable as its page writes it: its line of the comparables (JSON) and its row of
     the table."""
-    entry = json.dumps(
+    entry = _LINE.encode(
         {
             "project_id": c.project_id,
             "source": c.source,
             "unit_price_nok": c.unit_price_nok,
             "category": c.category,
-        },
-        ensure_ascii=False,
+        }
     )
     price = f"{c.unit_price_nok:,.0f}".replace(",", " ")
     cells = f"| {c.project_id} | {c.category or ''} | {c.source} | {price} |".replace(",", " ")

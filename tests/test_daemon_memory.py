@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from portfolio_optimiser._libc import libc_function
+from portfolio_optimiser.daemon.memory import KEEP_FROM
 
 pytestmark = pytest.mark.skipif(
     libc_function("mallopt") is None, reason="the C library is not glibc (no mallopt)"
@@ -33,7 +34,7 @@ def event():  # 64 MB of arrays made, filled and freed, as a large portfolio's e
     values.fill(1.0)
     del values
 
-kept = keep_freed_memory() if sys.argv[1] == "keep" else None
+kept = keep_freed_memory(int(sys.argv[1]))
 event()
 before = faults()
 event()
@@ -44,9 +45,9 @@ print(kept, again, held - resident_mb())
 """
 
 
-def _event(how: str) -> tuple[str, int, float]:
+def _event(projects: int) -> tuple[str, int, float]:
     done = subprocess.run(
-        [sys.executable, "-c", EVENT, how], capture_output=True, text=True, check=True
+        [sys.executable, "-c", EVENT, str(projects)], capture_output=True, text=True, check=True
     )
     kept, again, given = done.stdout.split()
     return kept, int(again), float(given)
@@ -54,18 +55,18 @@ def _event(how: str) -> tuple[str, int, float]:
 
 @pytest.mark.loadbearing
 def test_an_events_arrays_are_kept_for_the_next_and_given_back_at_idle() -> None:
-    """64 MB freed by one event are the next event's without a page faulted in (glibc would
-    otherwise hand them to the kernel and fault 16 000 fresh pages), and ``give_back_memory``
-    returns them to the system."""
-    kept, again, given = _event("keep")
+    """In a large portfolio, 64 MB freed by one event are the next event's without a page
+    faulted in (glibc would otherwise hand them to the kernel and fault 16 000 fresh pages), and
+    ``give_back_memory`` returns them to the system."""
+    kept, again, given = _event(KEEP_FROM)
     assert kept == "True"
     assert again < 1_000, f"{again} pages faulted in again"
     assert given >= 48, f"only {given:.0f} MB given back at idle"
 
 
-def test_without_it_each_event_faults_its_arrays_in_again() -> None:
-    """What the kept memory saves: glibc's own policy maps an array this large afresh each time
-    (so the test above can tell the two apart)."""
-    kept, again, _given = _event("default")
-    assert kept == "None"
+def test_a_smaller_portfolio_keeps_glibcs_own_policy() -> None:
+    """Below ``KEEP_FROM`` projects nothing is kept: glibc maps an array this large afresh each
+    time (what the kept memory saves, so the test above can tell the two apart)."""
+    kept, again, _given = _event(KEEP_FROM - 1)
+    assert kept == "False"
     assert again > 10_000

@@ -192,20 +192,21 @@ def test_the_daemon_switches_threads_often_enough_for_a_verdict_taken_in_beside_
     assert service.SWITCH_INTERVAL_S <= 0.001
 
 
-def test_the_daemon_keeps_what_its_events_free_from_its_start(
+def test_the_daemon_keeps_what_its_events_free_after_giving_it_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Freed memory is kept for the next event from before the start-up's own arrays
-    (``daemon/memory.py``), once; it is given back at idle (the test above)."""
+    """Each time memory is given back at idle, what later events free is kept for the next one
+    as the portfolio's size asks (``daemon/memory.py``)."""
     from portfolio_optimiser.daemon import service
 
-    kept: list[int] = []
-    given: list[int] = []
-    monkeypatch.setattr(service, "keep_freed_memory", lambda: kept.append(len(given)))
-    monkeypatch.setattr(service, "give_back_memory", lambda: given.append(len(kept)))
-    with _daemon(tmp_path, monkeypatch):
-        wait_for(lambda: bool(given), timeout_s=30, what="the start's memory given back")
-    assert kept == [0], "kept once, before anything was given back"
+    done: list[str | int] = []
+    monkeypatch.setattr(service, "give_back_memory", lambda: done.append("given back"))
+    monkeypatch.setattr(service, "keep_freed_memory", lambda projects: done.append(projects))
+    with _daemon(tmp_path, monkeypatch) as ws:
+        wait_for(lambda: len(done) == 2, timeout_s=30, what="the start's memory given back")
+        _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
+        wait_for(lambda: len(done) == 4, timeout_s=60, what="the run's memory given back")
+    assert done == ["given back", 0, "given back", 1]
 
 
 @pytest.mark.loadbearing

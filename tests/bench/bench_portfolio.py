@@ -180,12 +180,12 @@ def _one_more(processor: Processor, ledger: Ledger, folder: Path) -> list[float]
 def measure(root: Path) -> dict[str, float]:
     """A restart on the built workspace, in a process of its own, and what follows it."""
     ws = _workspace(root)
-    keep_freed_memory()  # as the daemon does at its start
     with Ledger.open(ws.ledger_file) as ledger:
         started = time.perf_counter()
         processor = Processor(ws, load_config(), ledger, time.time, LOG, environ=ENV)
         start = time.perf_counter() - started
         give_back_memory()  # as the daemon does at its first idle turn
+        keep_freed_memory(len(processor.portfolio.ingested.ids()))  # and from then on
         rss_mb = _resident_mb()
         started = time.perf_counter()
         processor.desk.publish_portfolio()  # the page built from the ledger, at the first event

@@ -4,9 +4,10 @@ A large portfolio's event (one more project at ten thousand) frees hundreds of m
 arrays and asks for as many again at the next event. glibc hands an allocation of more than its
 mmap threshold (128 KB to 32 MB, moving) to the kernel when it is freed, and trims the heap's
 top past its trim threshold: each event's arrays were then new pages, faulted in and zeroed one
-at a time (40 000 to 80 000 faults, 0.15 s of a 1.1 s event). While the daemon works, freed
-memory is kept for the next event instead (``keep_freed_memory``), and once it is idle it is
-given back (``give_back_memory``). Both are glibc's; elsewhere the C library's own policy stands.
+at a time (40 000 to 80 000 faults, 0.15 s of a 1.1 s event). In a large portfolio, freed
+memory is kept for the next event instead (``keep_freed_memory``, set at the daemon's first idle
+turn), and each time the daemon is idle it is given back (``give_back_memory``). Both are
+glibc's; elsewhere the C library's own policy stands.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from typing import Final
 
 from portfolio_optimiser._libc import libc_function
 
-__all__ = ["KEPT_BELOW", "give_back_memory", "keep_freed_memory"]
+__all__ = ["KEEP_FROM", "KEPT_BELOW", "give_back_memory", "keep_freed_memory"]
 
 M_TRIM_THRESHOLD: Final = -1
 M_MMAP_THRESHOLD: Final = -3
 
+KEEP_FROM: Final = 2_000
+"""Projects from which an event's arrays run to tens of megabytes and more (a tenth of a second
+of page faults an event at ten thousand)."""
 KEPT_BELOW: Final = 256 << 20
 """Allocations smaller than this come from the heap and go back to it when freed: the largest
 array of a portfolio of a hundred thousand projects is a tenth of it."""
@@ -28,10 +32,12 @@ TRIMMED_PAST: Final = 1 << 30
 """The heap's free top is given back by itself only past this; the daemon gives it back at idle."""
 
 
-def keep_freed_memory() -> bool:
-    """Freed memory kept in the process for the next allocation, until ``give_back_memory``;
-    False where the C library has no ``mallopt`` (not glibc)."""
-    mallopt = libc_function("mallopt")
+def keep_freed_memory(projects: int) -> bool:
+    """In a portfolio of ``projects`` (from ``KEEP_FROM`` on), freed memory kept in the process
+    for the next allocation, until ``give_back_memory``. False where it is not: a smaller
+    portfolio (its events free a few megabytes, and glibc's own policy keeps an idle daemon two
+    megabytes smaller), or a C library with no ``mallopt`` (not glibc)."""
+    mallopt = libc_function("mallopt") if projects >= KEEP_FROM else None
     if mallopt is None:
         return False
     # Set, the thresholds stay put: glibc no longer moves them with what is freed.

@@ -159,7 +159,6 @@ class Service:
         # of its file flushes lets go of the GIL, and getting it back waited out the other
         # thread's whole switch interval (5 ms) every time.
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        keep_freed_memory()  # until the daemon is idle (``give_back_memory``)
         with opened(
             self.workspace,
             self.config,
@@ -273,6 +272,8 @@ class Service:
                 processor.desk.close_engine(idle_only=True)  # ``durable``
                 if not loop.trimmed:
                     give_back_memory()
+                    # A large portfolio's events keep what they free for the next one, till here.
+                    keep_freed_memory(len(processor.portfolio.ingested.ids()))
                     loop.trimmed = True
             # Idle: woken by the first hint, so a verdict or a folder moved in is handled in
             # milliseconds; else at the next thing due (a settling entry, a retry, a watchdog

@@ -165,3 +165,38 @@ def test_a_successful_publish_leaves_no_temporary_file(tmp_path: Path) -> None:
         publish_atomic(target, f"round {round_}".encode())
     assert names(tmp_path) == ["neighbour.txt", "out.json"]
     assert target.read_bytes() == b"round 4"
+
+
+SHORT_WRITE = """
+import resource, signal, sys
+from pathlib import Path
+from portfolio_optimiser._atomic import stage_bytes
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, not the process
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+try:
+    stage_bytes(Path(sys.argv[1]) / "record.json", b"x" * 5000)
+except OSError as exc:
+    print("refused", exc.errno)
+else:
+    print("written")
+"""
+
+
+def test_a_file_the_disk_takes_only_part_of_is_no_file(tmp_path: Path) -> None:
+    """A write can take fewer bytes than it is given (a full disk, a file size limit): the
+    temporary file is all of them or an error and no file, never a torn one that a commit would
+    then link under a record's name. In a process of its own, under a file size limit."""
+    import errno
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", SHORT_WRITE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == ["refused", str(errno.EFBIG)], done.stdout + done.stderr
+    assert names(tmp_path) == []

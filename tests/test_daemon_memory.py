@@ -4,6 +4,7 @@ library's settings are for the whole process."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -46,8 +47,13 @@ print(kept, again, held - resident_mb())
 
 
 def _event(projects: int) -> tuple[str, int, float]:
+    # Without huge pages, as the daemon asks numpy (a huge page is one fault for 2 MB).
     done = subprocess.run(
-        [sys.executable, "-c", EVENT, str(projects)], capture_output=True, text=True, check=True
+        [sys.executable, "-c", EVENT, str(projects)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "NUMPY_MADVISE_HUGEPAGE": "0"},
     )
     kept, again, given = done.stdout.split()
     return kept, int(again), float(given)

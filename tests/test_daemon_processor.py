@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,6 +25,7 @@ from portfolio_optimiser.daemon.processor import RERUNS_QUIET_S, Processor
 from portfolio_optimiser.daemon.retry import retry_quarantined
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.budget import read_spend
+from portfolio_optimiser.reasoning.commit import SystemDisk
 
 from .conftest import EXAMPLES
 
@@ -996,18 +998,33 @@ def test_a_killed_writers_temporary_files_are_swept_at_the_next_start_and_nothin
     ]
     staged_as = workspace.state / "reasoning" / "run-2" / "0001-as-9876543210.json"
     store = processor.reasoning_store
-    store._staging.stage(staged_as, b"{}\n")  # staged, not yet published: the writer's own
-    [staged] = store._staging.temporaries()
-    for path in [*left, young, *kept]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("x", encoding="utf-8")
-    for path in [*left, *kept, staged]:
-        os.utime(path, (hour_and_more, hour_and_more))
+    flushing, go_on = threading.Event(), threading.Event()
 
-    processor.recover()
+    class HeldAtTheFlush(SystemDisk):
+        def flush(self, folder: Path) -> None:
+            flushing.set()
+            assert go_on.wait(30), "never let go"
+            super().flush(folder)
 
-    assert [path for path in left if path.exists()] == []
-    assert young.exists() and staged.exists()
-    assert all(path.exists() for path in kept)
-    store.commit()
+    store._staging.disk = HeldAtTheFlush()
+    store._staging.stage(staged_as, b"{}\n")
+    committing = threading.Thread(target=store.commit)  # its temporary file written, not linked
+    committing.start()
+    try:
+        assert flushing.wait(30)
+        [staged] = store._staging.temporaries()
+        for path in [*left, young, *kept]:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("x", encoding="utf-8")
+        for path in [*left, *kept, staged]:
+            os.utime(path, (hour_and_more, hour_and_more))
+
+        processor.recover()
+
+        assert [path for path in left if path.exists()] == []
+        assert young.exists() and staged.exists(), "a commit's own temporary file is left to it"
+        assert all(path.exists() for path in kept)
+    finally:
+        go_on.set()
+        committing.join(30)
     assert staged_as.read_bytes() == b"{}\n"

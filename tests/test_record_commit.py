@@ -15,6 +15,7 @@ leaves every record whole or absent, and those it committed all there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -29,7 +30,7 @@ import pytest
 from portfolio_optimiser.reasoning.commit import SystemDisk
 from portfolio_optimiser.reasoning.policy import Materiality
 from portfolio_optimiser.reasoning.records import AssessmentInput, StoredRecord
-from portfolio_optimiser.reasoning.store import Store
+from portfolio_optimiser.reasoning.store import _COMMITTER, Store
 
 from .pipeline_helpers import CHECKER, PROPOSER, measure, proposal, session, small_bundle
 from .test_pipeline_run import approve, run
@@ -173,9 +174,38 @@ def test_a_batch_the_disk_refuses_stays_staged_and_is_committed_by_the_next(
     with pytest.raises(OSError, match="No space left"):
         store.commit()
     assert store.load().by_id(staged.id) == staged, "this store still reads it"
+    assert not list(tmp_path.rglob(".*.tmp")), "the refused batch's files are gone"
     disk.full = False
     store.commit()
     assert Store(tmp_path).load().records == (staged,)
+
+
+def test_a_batch_retried_after_some_of_it_was_linked_is_published_whole(tmp_path: Path) -> None:
+    """A batch that failed after linking some of its records (its folder's flush refused) is
+    committed again: the names it had linked are its own, and are flushed and logged with the
+    rest, not skipped as another writer's."""
+    desk = Desk(tmp_path)
+
+    class NamesRefusedOnce(PowerCut):
+        refused = False
+
+        def flush_names(self, folder: Path) -> None:
+            if not self.refused:
+                self.refused = True
+                raise OSError(5, "Input/output error")
+            super().flush_names(folder)
+
+    disk = NamesRefusedOnce()
+    store = Store(tmp_path, disk=disk)
+    staged = [store.record(TASK, _draft(n), desk.ctx(), durable=False) for n in (1, 2)]
+    with contextlib.suppress(OSError):  # refused here, or by the committer in the background
+        store.commit()
+    store.commit()
+    _COMMITTER.submit(lambda: None).result()  # what the background took, logged
+    logged = (tmp_path / "reasoning" / "records.log").read_text("utf-8").split()
+    assert logged == [f"{TASK}/{_path(desk, r).name}" for r in staged]
+    assert all(disk.kept(_path(desk, r)) for r in staged), "their names flushed"
+    assert not disk.torn, disk.torn
 
 
 KILLED = """

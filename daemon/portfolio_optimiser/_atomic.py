@@ -82,14 +82,17 @@ def _flushed_since(device: int, written: int) -> bool:
 
 def stage_bytes(path: Path, data: bytes, mode: int = 0o644) -> Path:
     """``data`` in a new temporary file beside ``path``, nothing flushed: a reader takes no
-    temporary file for the file it stands beside."""
+    temporary file for the file it stands beside. All of it or an error, and then no file: a
+    write can take fewer bytes than it is given (a full disk, a file size limit)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.write(fd, data)
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
+        with os.fdopen(fd, "wb") as file:  # its write takes every byte, or raises
+            file.write(data)
+            os.fchmod(file.fileno(), mode)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return Path(tmp)
 
 

@@ -425,7 +425,7 @@ async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: floa
         await exchanges()
         own += time.perf_counter() - started - (models.waited_s - waited)
         calls += models.requests - requests
-    floor_ms = own / calls * 1000
+    floor_ms = own / max(calls, 1) * 1000
     return Row(
         "Agent Framework and the SDK alone on the same exchanges, model answering in "
         f"{MODEL_DELAY_S * 1000:.0f} ms",

@@ -237,8 +237,8 @@ def material_savings(
     savings: NDArray[np.int64], sizes: NDArray[np.float64], references: ProjectReferences
 ) -> NDArray[np.bool_]:
     """``material`` of each (saving, its project's size), over arrays: a saving is a whole
-    number of kroner well below 2**53, so its float is itself and each comparison is
-    ``material``'s."""
+    number of kroner of two significant figures (``reference_savings``), which a float holds
+    exactly at any size, so each comparison is ``material``'s."""
     return (
         (savings > 0)
         & (savings >= references.min_saving_nok)

@@ -5,9 +5,9 @@ arrays and asks for as many again at the next event. glibc hands an allocation o
 mmap threshold (128 KB to 32 MB, moving) to the kernel when it is freed, and trims the heap's
 top past its trim threshold: each event's arrays were then new pages, faulted in and zeroed one
 at a time (40 000 to 80 000 faults, 0.15 s of a 1.1 s event). In a large portfolio, freed
-memory is kept for the next event instead (``keep_freed_memory``, set at the daemon's first idle
-turn), and each time the daemon is idle it is given back (``give_back_memory``). Both are
-glibc's; elsewhere the C library's own policy stands.
+memory is kept for the next event instead (``keep_freed_memory``, set at each idle turn), and
+each time the daemon is idle it is given back (``give_back_memory``). Both are glibc's; elsewhere
+the C library's own policy stands.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from typing import Final
 
 from portfolio_optimiser._libc import libc_function
 
-__all__ = ["KEEP_FROM", "KEPT_BELOW", "give_back_memory", "keep_freed_memory"]
+__all__ = [
+    "KEEP_FROM",
+    "KEPT_BELOW",
+    "KEPT_BELOW_AT_LEAST",
+    "give_back_memory",
+    "keep_freed_memory",
+]
 
 M_TRIM_THRESHOLD: Final = -1
 M_MMAP_THRESHOLD: Final = -3
@@ -27,7 +33,11 @@ KEEP_FROM: Final = 2_000
 of page faults an event at ten thousand)."""
 KEPT_BELOW: Final = 256 << 20
 """Allocations smaller than this come from the heap and go back to it when freed: the largest
-array of a portfolio of a hundred thousand projects is a tenth of it."""
+array of a portfolio of a hundred thousand projects is a tenth of it. (A thread's own heap holds
+64 MB at most: a larger array made off the main thread is mapped afresh all the same.)"""
+KEPT_BELOW_AT_LEAST: Final = 32 << 20
+"""What a glibc that refuses ``KEPT_BELOW`` is asked for instead: older ones, and mallopt(3) to
+this day, cap the threshold at half a thread's heap."""
 TRIMMED_PAST: Final = 1 << 30
 """The heap's free top is given back by itself only past this; the daemon gives it back at idle."""
 
@@ -41,9 +51,9 @@ def keep_freed_memory(projects: int) -> bool:
     if mallopt is None:
         return False
     # Set, the thresholds stay put: glibc no longer moves them with what is freed.
-    return bool(mallopt(M_MMAP_THRESHOLD, KEPT_BELOW)) and bool(
-        mallopt(M_TRIM_THRESHOLD, TRIMMED_PAST)
-    )
+    mapped = mallopt(M_MMAP_THRESHOLD, KEPT_BELOW) or mallopt(M_MMAP_THRESHOLD, KEPT_BELOW_AT_LEAST)
+    trimmed = mallopt(M_TRIM_THRESHOLD, TRIMMED_PAST)
+    return bool(mapped) and bool(trimmed)
 
 
 def give_back_memory() -> None:

@@ -97,11 +97,11 @@ class Store:
         return record
 
     async def arecord(self, task: str, draft: Any, ctx: Admission) -> StoredRecord:
-        """``record``, staged, for a caller on an event loop: made on the loop when it waits for
-        nothing (no other writer holds the store, no listing of every record is due), else on
-        a thread, so that other runs on the loop do not wait (a listing at tens of thousands
-        of records takes a fifth of a second). A record costs about what handing it to a thread
-        and back does (half a millisecond)."""
+        """``record``, staged, for a caller on an event loop: made on the loop when no other
+        writer holds the store and no listing of every record is due, else on a thread, so that
+        other runs on the loop do not wait for either (a listing at tens of thousands of records
+        takes a fifth of a second). A record costs about what handing it to a thread and back
+        does (half a millisecond)."""
         if self._reader.current() and self._lock.acquire(blocking=False):
             try:
                 record = self._record(task, draft, ctx)
@@ -118,7 +118,7 @@ class Store:
 
     def sweep_temporaries(self, *, older_than_s: float, now: float) -> list[Path]:
         """The temporary files a killed writer left in the task folders (``sweep_temporaries``),
-        but those of records this store has staged and not yet published."""
+        but those of the batch this store is committing."""
         keep = self._staging.temporaries()
         try:
             with os.scandir(self.root) as listing:

@@ -28,9 +28,10 @@ __all__ = [
 M_TRIM_THRESHOLD: Final = -1
 M_MMAP_THRESHOLD: Final = -3
 
-KEEP_FROM: Final = 2_000
-"""Projects from which an event's arrays run to tens of megabytes and more (a tenth of a second
-of page faults an event at ten thousand)."""
+KEEP_FROM: Final = 500
+"""Projects from which an event frees tens of megabytes and more: faulting them in again cost a
+third of one more project's time at a thousand projects (0.32 -> 0.24 s), a tenth at ten
+thousand."""
 KEPT_BELOW: Final = 256 << 20
 """Allocations smaller than this come from the heap and go back to it when freed: the largest
 array of a portfolio of a hundred thousand projects is a tenth of it. (A thread's own heap holds

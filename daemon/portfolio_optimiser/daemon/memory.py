@@ -30,7 +30,7 @@ M_MMAP_THRESHOLD: Final = -3
 
 KEEP_FROM: Final = 500
 """Projects from which an event frees tens of megabytes and more: faulting them in again cost a
-third of one more project's time at a thousand projects (0.32 -> 0.24 s), a tenth at ten
+quarter of one more project's time at a thousand projects (0.32 -> 0.24 s), a tenth at ten
 thousand."""
 KEPT_BELOW: Final = 256 << 20
 """Allocations smaller than this come from the heap and go back to it when freed: the largest

@@ -172,12 +172,9 @@ class RunState:
     portfolio: Mapping[str, Project] = field(default_factory=dict)
     """The ingested projects by id: the size an approval elsewhere was judged at."""
 
-    def record(self, draft: Any) -> StoredRecord:
+    async def arecord(self, draft: Any) -> StoredRecord:
         """Staged: durable with the batch the store commits next, and at the latest when the run
         ends (``commit``), before anything it publishes cites it."""
-        return self.reasoning.store.record(self.task, draft, self.reasoning.ctx, durable=False)
-
-    async def arecord(self, draft: Any) -> StoredRecord:
         return await self.reasoning.store.arecord(self.task, draft, self.reasoning.ctx)
 
     async def commit(self) -> None:

@@ -5,8 +5,9 @@ A portfolio of ten thousand projects holds hundreds of thousands of comparables,
 taken again whenever one of them moves. Each step here is the plain per-line arithmetic of
 ``price_fit``, done on whole arrays — or, where an array would hold far more than the answer
 (every pair of a project's points, every class sorted for the three values about its middle),
-one project or one class at a time in ``fit_kernels``' loops (compiled for a large portfolio). The same operations in
-the same order, so the figures are the ones a loop over the lines gives, to the last digit.
+one project or one class at a time in ``fit_kernels``' loops (compiled for a large portfolio).
+The same operations in the same order, so the figures are the ones a loop over the lines gives,
+to the last digit.
 Medians are taken as ``statistics.median`` takes them (the middle value, or the mean of the two
 middle ones); logarithms as ``math.log`` takes them (numpy's may differ in the last place); and
 sums of squares with ``math.fsum``. ``tests/price_fit_plain.py`` keeps the plain loop these are

@@ -5,9 +5,9 @@ arrays and asks for as many again at the next event. glibc hands an allocation o
 mmap threshold (128 KB to 32 MB, moving) to the kernel when it is freed, and trims the heap's
 top past its trim threshold: each event's arrays were then new pages, faulted in and zeroed one
 at a time (40 000 to 80 000 faults, 0.15 s of a 1.1 s event). In a large portfolio, freed
-memory is kept for the next event instead (``keep_freed_memory``, set at each idle turn), and
-each time the daemon is idle it is given back (``give_back_memory``). Both are glibc's; elsewhere
-the C library's own policy stands.
+memory is kept for the next event instead (``keep_freed_memory``, set at an idle turn and in
+force for the rest of the process's life), and each time the daemon is idle it is given back
+(``give_back_memory``). Both are glibc's; elsewhere the C library's own policy stands.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ on the file system; a file made while another batch's flush held the journal wai
 A name reaches the disk only after its bytes have (step 2 before 4), so a power cut leaves each
 record whole or absent, never a torn or empty file at a record's name. A process that dies before
 its commit leaves nothing of the records it staged, and one that dies during it only temporary
-files, which no reader takes for records. Each record used to
-cost two fsyncs of its own (2 ms here), about 48 ms of a run's own time on the model calls' path.
+files, which no reader takes for records. Each record used to cost two fsyncs of its own (2 ms
+here), about 48 ms of a run's own time on the model calls' path.
 
 ``Disk`` is the file system as the commit uses it: ``tests/test_record_commit.py`` puts a model
 of what a power cut keeps in its place, and cuts the power after each step.

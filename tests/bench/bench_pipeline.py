@@ -392,9 +392,9 @@ async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: floa
         assert advisor is not None
         return chat_client_for(advisor)
 
-    def opening(text: str) -> ScriptedChatClient:
+    def defence() -> ScriptedChatClient:
         async def speak(_messages: object, _options: object) -> str:
-            return text
+            return "The figures stand."
 
         return ScriptedChatClient(handler=speak)
 
@@ -408,7 +408,8 @@ async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: floa
         for body in checked:
             task, maker = (m["content"] for m in body["messages"][1:3])
             await ask_checker(
-                maker_client=opening(maker),
+                opening=maker,
+                maker_client=defence(),
                 checker_client=checker,
                 task=task,
                 max_rounds=SETTINGS.max_rounds,

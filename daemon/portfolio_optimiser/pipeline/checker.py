@@ -1,9 +1,11 @@
 """Maker-checker: a MAF group chat per candidate that checks the reasoning behind its numbers.
 
 Decides: the checker's outcome for one candidate and one checker advisor. A fresh workflow is built
-for every candidate (a reused workflow keeps the orchestrator's history and round counter), the
-speakers alternate round-robin (maker first), ``max_rounds`` bounds it, and it ends as soon as the
-checker writes its ``VERDICT:`` line. Every participant turn is captured (``output_from="all"``),
+for every candidate (a reused workflow keeps the orchestrator's history and round counter). The
+maker's opening is the conversation's first maker message, given with the task: no agent speaks
+it (it is the proposal, already written), so the chat starts at the checker. The speakers then
+alternate round-robin, ``max_rounds`` turns bound it (the opening counts as the first), and it
+ends as soon as the checker writes its ``VERDICT:`` line. Every participant turn is captured (``output_from="all"``),
 because the verdict lives in the checker's turn and the default output is only the orchestrator's
 closing message. An explicit ``VERDICT: REJECT — reason`` blocks the candidate; no verdict line
 fails open (``no_verdict``). The validator's decision is never touched here: the two falsifiers
@@ -99,19 +101,22 @@ def parse_verdict_line(text: str) -> tuple[str | None, str | None]:
 
 
 def _round_robin(state: GroupChatState) -> str:
+    """Maker and checker in turn, the checker first: the maker's opening came with the task."""
     names = list(state.participants)
-    return names[state.current_round % len(names)]
+    return names[(state.current_round + 1) % len(names)]
 
 
 async def ask_checker(
     *,
+    opening: str,
     maker_client: Any,
     checker_client: Any,
     task: str,
     max_rounds: int,
     checker_options: dict[str, Any] | None = None,
 ) -> tuple[str | None, str | None, list[Turn]]:
-    """Run one maker-checker debate; return (verdict, reason, every turn in order)."""
+    """Run one maker-checker debate that opens with the maker's ``opening``; return (verdict,
+    reason, every turn spoken after it, in order)."""
     maker = Agent(client=maker_client, name=MAKER, instructions=MAKER_INSTRUCTIONS)
     checker = Agent(
         client=checker_client,
@@ -133,10 +138,16 @@ async def ask_checker(
         selection_func=_round_robin,
         orchestrator_name="moderator",
         termination_condition=checker_has_spoken,
-        max_rounds=max_rounds,
+        # The opening is the first of the debate's turns.
+        max_rounds=max(max_rounds - 1, 1),
         output_from="all",
     ).build()
-    result = await workflow.run(task)
+    result = await workflow.run(
+        [
+            Message(role="user", contents=[task]),
+            Message(role="assistant", author_name=MAKER, contents=[opening]),
+        ]
+    )
     turns = [_turn(output) for output in result.get_outputs()]
     turns = [t for t in turns if t.author in {MAKER, CHECKER}]
     verdict, reason = None, None

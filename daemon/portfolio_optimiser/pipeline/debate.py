@@ -1,8 +1,9 @@
 """One maker-checker debate as one exchange of the transport contract, for one checker advisor.
 
 Decides: who speaks for the candidate, and what the checker's consultation records. The maker's
-opening is the proposal itself, as the validator left it (no model call: the candidate already
-says what it claims), so a checker that approves on its first turn costs one call. The seed's
+opening is the proposal itself, as the validator left it (no model call and no agent turn: the
+candidate already says what it claims), so a checker that approves on its first turn costs one
+call. The seed's
 debate intent — the proposer defends its measure and concedes what the checker proves — holds
 from the second maker turn on: the maker then speaks through the proposer's model when one
 answered in this run, else it restates the recomputed figures. A maker turn that fails is
@@ -34,7 +35,7 @@ from portfolio_optimiser.reasoning.transport import (
 )
 
 from .budget import BudgetExceeded
-from .checker import CHECKER, MAKER, ask_checker, critique_of
+from .checker import CHECKER, ask_checker, critique_of
 from .clients._errors import ExtraErrors, map_sdk_errors, translate
 from .clients.scripted import ScriptedChatClient
 from .outbound import TermsHolder, negotiate
@@ -47,22 +48,20 @@ MakerFailure = Callable[[AdvisorError], Awaitable[None]]
 
 def maker_client(
     *,
-    opening: str,
     defence: str,
     proposer: tuple[str, Any, ExtraErrors] | None,
     on_failure: MakerFailure,
     output_cap: int,
     deadline_s: float,
 ) -> ScriptedChatClient:
-    """The maker's voice: the opening, then the proposer's model (id, client, errors) or the figures.
+    """The maker's voice after its opening: the proposer's model (id, client, errors), or the
+    figures once it has failed or when none proposed.
 
     It carries no middleware of its own: the proposer's client meters and redacts its own calls.
     """
     live = {"proposer": proposer}
 
     async def speak(messages: list[Message], options: Mapping[str, Any]) -> str | ChatResponse[Any]:
-        if not any(m.author_name == MAKER for m in messages):
-            return opening
         voice = live["proposer"]
         if voice is None:
             return defence
@@ -102,6 +101,8 @@ class DebateExchange:
     """Builds (or returns) the checker's chat client; called inside the exchange, so a client
     that cannot be built is this consultation's outcome, not the run's exception."""
     maker: Callable[[], ScriptedChatClient]
+    opening: str
+    """The maker's first turn: the proposal as the validator left it."""
     task: str
     max_rounds: int
     terms: TermsHolder
@@ -117,6 +118,7 @@ class DebateExchange:
     async def _attempt(self, terms: Terms) -> Answer:
         with map_sdk_errors(self.advisor.id, self.errors):
             verdict, reason, turns = await ask_checker(
+                opening=self.opening,
                 maker_client=self.maker(),
                 checker_client=self.checker_client(),
                 task=self.task,

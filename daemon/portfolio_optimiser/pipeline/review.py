@@ -333,7 +333,6 @@ def _debate(
         advisor=advisor,
         checker_client=lambda: run.client(advisor),
         maker=lambda: maker_client(
-            opening=summary,
             defence=f"The figures stand as the validator recomputed them:\n{receipt}",
             proposer=voice,
             on_failure=on_maker_failure,
@@ -341,6 +340,7 @@ def _debate(
             # Half the consultation's deadline: the checker still has time to answer after it.
             deadline_s=run.settings.consult_deadline_s / 2,
         ),
+        opening=summary,
         task=task,
         max_rounds=run.settings.max_rounds,
         terms=run.terms_for(advisor),

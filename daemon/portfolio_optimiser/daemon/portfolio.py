@@ -328,9 +328,7 @@ class Portfolio:
         )
         if self._own is None:
             self._own = ledger.ingested.versions()
-        latest = {
-            project_id: run_id for project_id, run_id, _folder in ledger.records.project_runs()
-        }
+        latest = ledger.records.latest_runs()
         computed: list[tuple[str, str, list[str], frozenset[str]]] = []
         identities = []
         for name, (folder, content, prices, _ir) in looked.items():

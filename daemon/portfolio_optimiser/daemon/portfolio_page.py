@@ -103,7 +103,7 @@ class PortfolioPage:
         """The projects whose latest run moved, and every verdict the fold now gives otherwise
         (a file taken away or edited since it was read counts no more, as in a run)."""
         moved = [
-            p for p, run_id, _f in ledger.records.project_runs() if self._runs.get(p) != run_id
+            p for p, run_id in ledger.records.latest_runs().items() if self._runs.get(p) != run_id
         ]
         for page in ledger.records.project_pages(moved):
             book.replace(page.project_id, self._candidates(ledger, page))

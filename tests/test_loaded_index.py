@@ -1,7 +1,8 @@
 """The store's lookups (``reasoning/loaded.py``) answer as plain scans over the same records do.
 
 The oracle is the scans admission used before the lookups existed, kept here: a record by id (the
-first of that id), the records citing one, and the standing conclusion on a subject. Records come
+first of that id), the records citing one, the standing conclusion on a subject, each advisor's
+state from its whole history of outcomes, and what each advisor refused. Records come
 in any order (two machines' clocks), with ids used twice and conclusions read before their
 assessment; each read is asked again after later records were added to the index it shares.
 """
@@ -13,9 +14,16 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from portfolio_optimiser.reasoning.availability import ConsultationStatus
+from portfolio_optimiser.reasoning.availability import (
+    AvailabilityInputs,
+    ConsultationStatus,
+    Outcome,
+    derive_availability,
+)
+from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue
 from portfolio_optimiser.reasoning.loaded import Loaded, normalise_subject
 from portfolio_optimiser.reasoning.modes import Mode
+from portfolio_optimiser.reasoning.negotiation import refused_by
 from portfolio_optimiser.reasoning.policy import PlanOutcome
 from portfolio_optimiser.reasoning.queries import consultations_of, open_disagreements
 from portfolio_optimiser.reasoning.records import (
@@ -36,7 +44,28 @@ KINDS = ["assessment", "plan", "consultation", "disagreement", "resolution", "co
 T0 = datetime(2026, 12, 3, tzinfo=UTC)
 
 
-def _body(kind: str, cited: str, subject: str, supersedes: str | None) -> object:
+ADVISORS = ("a", "b")
+CATALOGUE = Catalogue(
+    tuple(
+        Advisor(
+            id=a, name=a, adapter="openai-compatible", provider="p", model="m", capabilities=("x",)
+        )
+        for a in ADVISORS
+    )
+)
+Consulted = tuple[str, ConsultationStatus, float | None, tuple[str, ...], str | None]
+consulted_strategy = st.tuples(
+    st.sampled_from(ADVISORS),
+    st.sampled_from(list(ConsultationStatus)),
+    st.none() | st.sampled_from([30.0, 7200.0]),
+    st.sampled_from([(), ("response_format=json_schema",), ("output_cap=max_tokens",)]),
+    st.none() | st.sampled_from(["b1", "b2"]),
+)
+
+
+def _body(
+    kind: str, cited: str, subject: str, supersedes: str | None, consulted: Consulted
+) -> object:
     if kind == "assessment":
         return AssessmentInput(subject=subject)
     if kind == "plan":
@@ -49,7 +78,15 @@ def _body(kind: str, cited: str, subject: str, supersedes: str | None) -> object
             reason="test",
         )
     if kind == "consultation":
-        return ConsultationInput(plan=cited, advisor="a", status=ConsultationStatus.COMPLETED)
+        advisor, status, retry, refused, server = consulted
+        return ConsultationInput(
+            plan=cited,
+            advisor=advisor,
+            status=status,
+            retry_after_seconds=retry,
+            refused=refused,
+            server=server,
+        )
     if kind == "disagreement":
         return DisagreementInput(
             assessment=cited,
@@ -65,12 +102,12 @@ def _body(kind: str, cited: str, subject: str, supersedes: str | None) -> object
 
 records_strategy = st.lists(
     st.builds(
-        lambda rid, kind, cited, subject, supersedes, minute, task, seq: StoredRecord(
+        lambda rid, kind, cited, subject, supersedes, minute, task, seq, consulted: StoredRecord(
             id=rid,
             task=task,
             seq=seq,
             recorded_at=T0 + timedelta(minutes=minute),
-            body=_body(kind, cited, subject, supersedes),
+            body=_body(kind, cited, subject, supersedes, consulted),
         ),
         st.sampled_from(IDS),
         st.sampled_from(KINDS),
@@ -80,6 +117,7 @@ records_strategy = st.lists(
         st.integers(0, 5),
         st.sampled_from(["t1", "t2"]),
         st.integers(1, 4),
+        consulted_strategy,
     ),
     max_size=30,
 )
@@ -119,8 +157,29 @@ def _standing(records: tuple[StoredRecord, ...], subject: str) -> StoredRecord |
     return standing
 
 
+def _history(records: tuple[StoredRecord, ...]) -> list[Outcome]:
+    consulted = [r for r in records if isinstance(r.body, ConsultationInput)]
+    return [
+        Outcome(r.body.advisor, r.body.status, r.recorded_at, r.body.retry_after_seconds, order)
+        for order, r in enumerate(consulted)
+        if isinstance(r.body, ConsultationInput)
+    ]
+
+
+def _states(history: list[Outcome], now: datetime) -> list[object]:
+    inputs = AvailabilityInputs(mode=Mode.STANDARD, now=now, history=history)
+    return derive_availability(CATALOGUE, inputs)
+
+
 def _answers_as_the_scans(loaded: Loaded) -> None:
-    records = loaded.records
+    records = tuple(loaded.records)
+    for now in (T0 + timedelta(minutes=3), T0 + timedelta(minutes=20), T0 + timedelta(hours=3)):
+        assert _states(loaded.breaker_history(), now) == _states(_history(records), now)
+    for advisor in ADVISORS:
+        for since in (None, T0 + timedelta(minutes=2)):
+            assert refused_by(loaded.refusal_evidence(advisor), advisor, since=since) == (
+                refused_by(records, advisor, since=since)
+            )
     for rid in IDS:
         assert loaded.by_id(rid) is _by_id(records, rid)
         for kind, field in (

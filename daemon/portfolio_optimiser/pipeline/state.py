@@ -192,7 +192,8 @@ class RunState:
         within the refusal memory."""
         if advisor.id not in self.terms:
             since = self.reasoning.ctx.current() - timedelta(seconds=self.settings.refusal_memory_s)
-            refused = refused_by(self.reasoning.store.load().records, advisor.id, since=since)
+            evidence = self.reasoning.store.load().refusal_evidence(advisor.id)
+            refused = refused_by(evidence, advisor.id, since=since)
             self.terms[advisor.id] = TermsHolder(negotiated(advisor, refused))
         return self.terms[advisor.id]
 

@@ -16,7 +16,7 @@ from .availability import AvailabilityInputs, Outcome, derive_availability
 from .catalogue import Catalogue, Presence
 from .loaded import Loaded, normalise_subject
 from .modes import ModeResolution
-from .records import ConsultationInput, StoredRecord
+from .records import StoredRecord
 
 __all__ = [
     "Admission",
@@ -59,15 +59,9 @@ class Admission:
 
 
 def history(loaded: Loaded) -> list[Outcome]:
-    """The consultation outcomes the breaker reads, from the records alone."""
-    outcomes = []
-    for order, record in enumerate(loaded.of_kind("consultation")):
-        body = record.body
-        assert isinstance(body, ConsultationInput)
-        outcomes.append(
-            Outcome(body.advisor, body.status, record.recorded_at, body.retry_after_seconds, order)
-        )
-    return outcomes
+    """The consultation outcomes the breaker reads, from the records alone: each advisor's from
+    its newest completed answer on (``Loaded.breaker_history``)."""
+    return loaded.breaker_history()
 
 
 def availability_now(loaded: Loaded, ctx: Admission) -> list[Any]:

@@ -31,6 +31,7 @@ def test_quick_benchmark_prints_the_table(quick_run: tuple[int, str]) -> None:
     for measure in (
         "our own time per model call",
         "Agent Framework and the SDK alone",
+        "against a reasoning store of",
         "projects at concurrency",
         "prompt size",
         "re-run",

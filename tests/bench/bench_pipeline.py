@@ -9,6 +9,7 @@ leaves 127.0.0.1 and no credential is read.
 |---|---|
 | per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent waiting, per model call |
 | calls per candidate | model calls over candidates in the same runs; the checker approves on its first turn |
+| store size | the per-call row again against a reasoning store seeded with copies of a run's records (2 000 earlier runs; 200 in ``--quick``), after its first read; reported beside the empty store's figure |
 | floor | the last run's exchanges replayed with Agent Framework and the SDK alone (the proposer's ``Agent.run``, one ``ask_checker`` group chat per candidate, the same prompts, tools and models); reported: what a call costs before the product does anything |
 | throughput | N copies of the bundle (distinct project ids) run at once (``run_project`` under a semaphore) at concurrency 4 and at 1, each pass on a fresh reasoning store |
 | prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |
@@ -48,6 +49,7 @@ from portfolio_optimiser.reasoning.modes import Mode, ModeResolution
 from portfolio_optimiser.reasoning.records import ConsultationInput
 from portfolio_optimiser.reasoning.store import Admission, Store
 from tests.bench._table import Row, report
+from tests.bench.pipeline_store import measure_store_size
 from tests.fakes.llm_server import FakeLLMServer
 
 __all__ = ["FULL", "QUICK", "Row", "Scale", "main", "run_benchmark"]
@@ -130,13 +132,27 @@ class Scale:
     """The model delay of the throughput and reuse passes."""
     overhead_runs: int
     speedup_target: float
+    store_runs: int
+    """Earlier runs in the large store of the store-size row."""
 
 
 FULL: Final = Scale(
-    "full", projects=20, concepts=500, delay_s=0.2, overhead_runs=3, speedup_target=3.2
+    "full",
+    projects=20,
+    concepts=500,
+    delay_s=0.2,
+    overhead_runs=3,
+    speedup_target=3.2,
+    store_runs=2000,
 )
 QUICK: Final = Scale(
-    "quick", projects=6, concepts=500, delay_s=0.05, overhead_runs=1, speedup_target=2.0
+    "quick",
+    projects=6,
+    concepts=500,
+    delay_s=0.05,
+    overhead_runs=1,
+    speedup_target=2.0,
+    store_runs=200,
 )
 
 
@@ -346,6 +362,13 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
         measured += "; a run did not reach the checker"
     per_candidate = calls / candidates
     floor = await measure_floor(models, bundle, scale, per_call_ms)
+    large = await measure_store_size(
+        models,
+        bundle,
+        work / "overhead",
+        runs=scale.store_runs,
+        warm=scale.overhead_runs,
+    )
     return [
         Row(
             f"our own time per model call, model answering in {MODEL_DELAY_S * 1000:.0f} ms",
@@ -362,6 +385,7 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
             consulted and per_candidate <= CALLS_PER_CANDIDATE_TARGET,
         ),
         floor,
+        large,
     ]
 
 

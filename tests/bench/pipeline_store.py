@@ -9,6 +9,8 @@ row are timed against it.
 
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import json
 import re
@@ -41,7 +43,7 @@ def seed_store(state: Path, template: Path, runs: int, earlier: tuple[str, str])
         folder.mkdir(parents=True)
         for text in texts:
             text = text.replace(template.name, task).replace(*earlier)
-            text = _ID.sub(lambda m, c=copy: _renamed(m, c), text)
+            text = _ID.sub(functools.partial(_renamed, copy=copy), text)
             record = json.loads(text)
             name = f"{record['seq']:04d}-{record['id']}.json"
             (folder / name).write_text(text, "utf-8")
@@ -62,11 +64,11 @@ def _renamed(match: re.Match[str], copy: int) -> str:
 async def measure_store_size(
     models: Models, bundle: Path, work: Path, *, runs: int, warm: int
 ) -> Row:
-    from tests.bench.bench_pipeline import BUDGET, NOW, SETTINGS
+    from tests.bench.bench_pipeline import BUDGET, NOW, SETTINGS, write_project_bundle
 
-    async def run(store: Store, run_id: str) -> None:
+    async def run(store: Store, run_id: str, project: Path = bundle) -> None:
         await run_project(
-            bundle,
+            project,
             verdicts=VerdictStore(),
             budget=BUDGET,
             settings=SETTINGS,
@@ -74,36 +76,54 @@ async def measure_store_size(
             run_id=run_id,
         )
 
-    async def per_call(store: Store, name: str) -> float:
-        """Own time per call of ``warm`` runs after one paid for apart, on one store object
-        held across them as the daemon holds its own."""
+    collected: list[float] = []
+
+    def timed_collection(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2:
+            collected.append(time.perf_counter() * (-1 if phase == "start" else 1))
+
+    async def per_call(store: Store, name: str) -> tuple[float, float]:
+        """Own time per call of ``warm`` runs after one paid for apart, and calls a run, on one
+        store object held across them as the daemon holds its own. Each run is a project of its
+        own: a project run again on the same store reuses its standing conclusions and asks no
+        checker, and a call would then carry a whole run's fixed costs."""
         own, calls = 0.0, 0
         for i in range(warm + 1):
+            project = write_project_bundle(work / f"{name}-{i}", f"bench-{name}-{i}")
             requests, waited = models.requests, models.waited_s
             started = time.perf_counter()
-            await run(store, f"{name}-{i}")
+            await run(store, f"{name}-{i}", project)
             if i:
                 own += time.perf_counter() - started - (models.waited_s - waited)
                 calls += models.requests - requests
-        return own / max(calls, 1) * 1000
+        return own / max(calls, 1) * 1000, calls / warm
 
     await run(Store(work / "store-template"), "template")
     [template] = (work / "store-template" / "reasoning").glob("*--template")
     day = NOW.date().isoformat()
     earlier = NOW.date().replace(day=NOW.day - 1).isoformat()
     records = seed_store(work / "store-large", template, runs, (f'"{day}T', f'"{earlier}T'))
-    empty_ms = await per_call(Store(work / "store-empty"), "empty")
+    empty_ms, empty_calls = await per_call(Store(work / "store-empty"), "empty")
     large = Store(work / "store-large")
     started = time.perf_counter()
     large.load()
     first_read = time.perf_counter() - started
-    large_ms = await per_call(large, "large")
+    gc.callbacks.append(timed_collection)
+    try:
+        large_ms, large_calls = await per_call(large, "large")
+    finally:
+        gc.callbacks.remove(timed_collection)
+    # A full collection walks every record read: the measured runs' share of them, as it falls.
+    full = len(collected) // 2
+    full_ms = sum(collected[: full * 2]) * 1000
     return Row(
         f"our own time per model call, against a reasoning store of {_spaced(records)} records "
         f"({_spaced(runs)} earlier runs)",
         "reported (beside an empty store held the same way)",
-        f"{large_ms:.1f} ms a call, {empty_ms:.1f} ms against the empty store (mean of {warm} "
-        f"warm run(s) each, one store object across them); the large store's first read "
+        f"{large_ms:.1f} ms a call, {empty_ms:.1f} ms against the empty store ({large_calls:g} "
+        f"and {empty_calls:g} calls a run; mean of {warm} warm run(s) each, a project of its "
+        f"own each, one store object across them); {full} full collection(s) of the garbage "
+        f"collector in the large store's measured runs, {full_ms:.0f} ms; its first read "
         f"{first_read:.1f} s",
         True,
     )

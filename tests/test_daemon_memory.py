@@ -41,7 +41,7 @@ before = faults()
 event()
 again = faults() - before
 held = resident_mb()
-give_back_memory()
+give_back_memory(thorough=True)
 print(kept, again, held - resident_mb())
 """
 

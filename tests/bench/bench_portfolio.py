@@ -184,7 +184,7 @@ def measure(root: Path) -> dict[str, float]:
         started = time.perf_counter()
         processor = Processor(ws, load_config(), ledger, time.time, LOG, environ=ENV)
         start = time.perf_counter() - started
-        give_back_memory()  # as the daemon does at its first idle turn
+        give_back_memory(thorough=True)  # as the daemon does at its first idle turn
         keep_freed_memory(len(processor.portfolio.ingested.ids()))  # and from then on
         rss_mb = _resident_mb()
         started = time.perf_counter()
@@ -192,7 +192,7 @@ def measure(root: Path) -> dict[str, float]:
         first_page = time.perf_counter() - started
         cold = _one_more(processor, ledger, root / "one-more")  # every project's IR read first
         # A bundle settles over seconds of quiet: the daemon's idle turn comes between two events.
-        give_back_memory()
+        give_back_memory(thorough=False)
         keep_freed_memory(len(processor.portfolio.ingested.ids()))
         warm = _one_more(processor, ledger, root / "two-more")
         verdicts = []

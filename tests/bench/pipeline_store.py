@@ -4,7 +4,8 @@ A daemon's store grows by about 24 records a run and is never pruned: what a cal
 grow with it. The store is seeded with copies of one run's records, each copy under a task and
 ids of its own and a day earlier (so the runs measured come after it, as they would), read once
 (the daemon's first read after a start, reported apart), then the same warm runs as the per-call
-row are timed against it.
+row are timed against it, after the daemon's idle turn (``give_back_memory``) that follows the
+first of them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from portfolio_optimiser.daemon.memory import give_back_memory
 from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.pipeline.run import ReasoningSession, run_project
 from portfolio_optimiser.reasoning.store import Store
@@ -96,6 +98,9 @@ async def measure_store_size(
             if i:
                 own += time.perf_counter() - started - (models.waited_s - waited)
                 calls += models.requests - requests
+            else:  # the daemon's idle turn after its first run (and the store's first read)
+                give_back_memory(thorough=True)
+                collected.clear()
         return own / max(calls, 1) * 1000, calls / warm
 
     await run(Store(work / "store-template"), "template")

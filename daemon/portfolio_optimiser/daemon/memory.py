@@ -21,6 +21,7 @@ __all__ = [
     "KEEP_FROM",
     "KEPT_BELOW",
     "KEPT_BELOW_AT_LEAST",
+    "THOROUGH_EVERY_S",
     "give_back_memory",
     "keep_freed_memory",
 ]
@@ -39,6 +40,9 @@ array of a portfolio of a hundred thousand projects is a tenth of it. (A thread'
 KEPT_BELOW_AT_LEAST: Final = 32 << 20
 """What a glibc that refuses ``KEPT_BELOW`` is asked for instead: older ones, and mallopt(3) to
 this day, cap the threshold at half a thread's heap."""
+THOROUGH_EVERY_S: Final = 3600.0
+"""How often an idle turn collects everything, what was set aside too (``give_back_memory``):
+a cycle that died after it was set aside is held at most this long."""
 TRIMMED_PAST: Final = 1 << 30
 """The heap's free top is given back by itself only past this; the daemon gives it back at idle."""
 
@@ -57,19 +61,25 @@ def keep_freed_memory(projects: int) -> bool:
     return bool(mapped) and bool(trimmed)
 
 
-def give_back_memory() -> None:
+def give_back_memory(*, thorough: bool) -> None:
     """The heap's free pages returned to the system: glibc keeps what a start or a run freed
     (13 MB of the idle daemon's 128 in ``bench_daemon``; all an event freed once
     ``keep_freed_memory`` is in force), and an idle daemon should hold little.
 
-    The first time, the start-up's garbage is collected and what is left is set aside from the
-    collector (``gc.freeze``): the portfolio's compact index and its classes, a million objects
-    at ten thousand projects, which every full collection walked again (0.6 s of an event
-    there). Later objects are collected as before; set aside once only, so nothing that becomes
-    garbage in a cycle later is kept for good."""
-    if gc.get_freeze_count() == 0:
+    What the work left alive is set aside from the garbage collector (``gc.freeze``): the
+    portfolio's compact index and classes (a million objects at ten thousand projects) and the
+    reasoning records read and made (half a second of every full collection at 48 000), which
+    each full collection during the next work would walk again. An object set aside that later
+    dies in a cycle is not collected until a ``thorough`` turn: everything is then handed back
+    to the collector, collected whole, and set aside again (``THOROUGH_EVERY_S``, and the first
+    time). Between those, only the young generations are collected first: a turn costs
+    milliseconds, and an expert's verdict is not held up behind a full collection."""
+    if thorough or gc.get_freeze_count() == 0:
+        gc.unfreeze()
         gc.collect()
-        gc.freeze()
+    else:
+        gc.collect(1)
+    gc.freeze()
     trim = libc_function("malloc_trim")
     if trim is not None:
         trim(0)

@@ -35,7 +35,7 @@ from portfolio_optimiser.reasoning.environment import admission_for
 from .db import database_unavailable
 from .host import iso
 from .ledger import Ledger
-from .memory import give_back_memory, keep_freed_memory
+from .memory import THOROUGH_EVERY_S, give_back_memory, keep_freed_memory
 from .notify import Notifier
 from .processor import Processor
 from .session import opened, status_text
@@ -84,6 +84,8 @@ class _Loop:
     """When the status was last said (``last_seen``)."""
     trimmed: bool = False
     """The memory the last work freed was given back (once idle for ``IDLE_CHORES_AFTER_S``)."""
+    collected_at: float = -float("inf")
+    """When an idle turn last collected everything, what was set aside too."""
     active_at: float = -float("inf")
     """When the loop last had something to do: a hint, or the processing thread's start or end."""
 
@@ -271,7 +273,10 @@ class Service:
             if self.monotonic() >= chores_at:
                 processor.desk.close_engine(idle_only=True)  # ``durable``
                 if not loop.trimmed:
-                    give_back_memory()
+                    now = self.monotonic()
+                    thorough = now - loop.collected_at >= THOROUGH_EVERY_S
+                    give_back_memory(thorough=thorough)
+                    loop.collected_at = now if thorough else loop.collected_at
                     # A large portfolio's events keep what they free for the next one, till here.
                     keep_freed_memory(len(processor.portfolio.ingested.ids()))
                     loop.trimmed = True

@@ -276,7 +276,8 @@ class Service:
                     now = self.monotonic()
                     thorough = now - loop.collected_at >= THOROUGH_EVERY_S
                     give_back_memory(thorough=thorough)
-                    loop.collected_at = now if thorough else loop.collected_at
+                    if thorough:
+                        loop.collected_at = now
                     # A large portfolio's events keep what they free for the next one, till here.
                     keep_freed_memory(len(processor.portfolio.ingested.ids()))
                     loop.trimmed = True

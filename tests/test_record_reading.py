@@ -172,3 +172,24 @@ def test_an_unreadable_file_is_reported_and_read_once_it_is_mended(desk: Desk) -
     loaded = fresh.load()
     assert other in loaded.records and not loaded.unreadable
     assert other in warm.load().records
+
+
+@pytest.mark.loadbearing
+def test_a_record_its_writer_publishes_while_listing_the_store_is_in_the_listing(
+    desk: Desk, listings: Listings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh store's first record, staged, then published by the committer while the next
+    read lists the folders: it is pending or on disk, and the read must find it in one of the
+    two (the plan that cites it was refused as citing no record, one run in ten)."""
+    from portfolio_optimiser.reasoning.records import AssessmentInput
+
+    from .test_record_store import FILE_EVIDENCE, REVIEW
+
+    monkeypatch.setattr(Store, "_commit_soon", lambda self: None)  # the test commits, below
+    store = Store(desk.root)
+    draft = AssessmentInput(subject="Piles", evidence=(FILE_EVIDENCE,), capabilities=REVIEW)
+    staged = store.record(TASK, draft, desk.ctx(), durable=False)
+    listings.count = 0
+    listings.after = store.commit  # published once the folders are listed
+    assert staged in store.load().records
+    assert listings.count >= 1, "the read listed no folder: not the case under test"

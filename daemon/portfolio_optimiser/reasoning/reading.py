@@ -106,6 +106,10 @@ class Reader:
 
     def _list(self, now: float) -> Loaded:
         self._log = self._position()
+        # The staged names before the folders: a record leaves them only once it is published,
+        # so it is in one or the other. Taken after, a record the committer published between
+        # the two was in neither (an empty store read while its first record was committed).
+        staged = self._staged()
         names: list[str] = []
         with os.scandir(self.root) as tasks:
             for task in tasks:
@@ -114,7 +118,7 @@ class Reader:
                         names.extend(
                             f"{task.name}/{f.name}" for f in files if f.name.endswith(".json")
                         )
-        listed = set(names) | self._staged()
+        listed = set(names) | staged
         if self._loaded is not None and listed == self._names and not self._failed:
             self._listed_at = now
             return self._loaded

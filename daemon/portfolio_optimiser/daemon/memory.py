@@ -71,10 +71,11 @@ def give_back_memory(*, thorough: bool) -> None:
     reasoning records read and made (half a second of every full collection at 48 000), which
     each full collection during the next work would walk again. An object set aside that later
     dies in a cycle is not collected until a ``thorough`` turn: everything is then handed back
-    to the collector, collected whole, and set aside again (``THOROUGH_EVERY_S``, and the first
-    time). Between those, only the young generations are collected first: a turn costs
-    milliseconds, and an expert's verdict is not held up behind a full collection."""
-    if thorough or gc.get_freeze_count() == 0:
+    to the collector, collected whole, and set aside again (the service asks for one at its
+    first idle turn, then every ``THOROUGH_EVERY_S``). Between those, only the young generations
+    are collected first: a turn costs milliseconds, and an expert's verdict is not held up
+    behind a full collection."""
+    if thorough:
         gc.unfreeze()
         gc.collect()
     else:

@@ -7,9 +7,9 @@ it (it is the proposal, already written), so the chat starts at the checker. The
 alternate round-robin, ``max_rounds`` turns bound it (the opening counts as the first), and it
 ends as soon as the checker writes its ``VERDICT:`` line. Every participant turn is captured
 (``output_from="all"``), because the verdict lives in the checker's turn and the default output
-is only the orchestrator's closing message. An explicit ``VERDICT: REJECT — reason`` blocks the candidate; no verdict line
-fails open (``no_verdict``). The validator's decision is never touched here: the two falsifiers
-are reported apart.
+is only the orchestrator's closing message. An explicit ``VERDICT: REJECT — reason`` blocks the
+candidate; no verdict line fails open (``no_verdict``). The validator's decision is never touched
+here: the two falsifiers are reported apart.
 """
 
 from __future__ import annotations

@@ -3,12 +3,11 @@
 Decides: who speaks for the candidate, and what the checker's consultation records. The maker's
 opening is the proposal itself, as the validator left it (no model call and no agent turn: the
 candidate already says what it claims), so a checker that approves on its first turn costs one
-call. The seed's
-debate intent — the proposer defends its measure and concedes what the checker proves — holds
-from the second maker turn on: the maker then speaks through the proposer's model when one
-answered in this run, else it restates the recomputed figures. A maker turn that fails is
-recorded against the *proposer* (``on_maker_failure``), never against the checker, and the debate
-goes on with the restated figures. The checker's answer is recorded normalised: its position and
+call. The seed's debate intent — the proposer defends its measure and concedes what the checker
+proves — holds from the second maker turn on: the maker then speaks through the proposer's model
+when one answered in this run, else it restates the recomputed figures. A maker turn that fails
+is recorded against the *proposer* (``on_maker_failure``), never against the checker, and the
+debate goes on with the restated figures. The checker's answer is recorded normalised: its position and
 a few of its own sentences as reasons (:func:`critique_of`), never the raw answer.
 """
 

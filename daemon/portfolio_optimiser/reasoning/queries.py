@@ -12,7 +12,7 @@ from typing import Any
 
 from portfolio_optimiser.errors import UserError
 
-from .availability import AvailabilityInputs, Outcome, derive_availability
+from .availability import AvailabilityInputs, derive_availability
 from .catalogue import Catalogue, Presence
 from .loaded import Loaded, normalise_subject
 from .modes import ModeResolution
@@ -24,7 +24,6 @@ __all__ = [
     "Refusal",
     "availability_now",
     "consultations_of",
-    "history",
     "normalise_subject",
     "open_disagreements",
     "refuse",
@@ -58,19 +57,13 @@ class Admission:
         return self.clock() if self.clock is not None else self.now
 
 
-def history(loaded: Loaded) -> list[Outcome]:
-    """The consultation outcomes the breaker reads, from the records alone: each advisor's from
-    its newest completed answer on (``Loaded.breaker_history``)."""
-    return loaded.breaker_history()
-
-
 def availability_now(loaded: Loaded, ctx: Admission) -> list[Any]:
     return derive_availability(
         ctx.catalogue,
         AvailabilityInputs(
             mode=ctx.mode.mode,
             now=ctx.current(),
-            history=history(loaded),
+            history=loaded.breaker_history(),
             presence=ctx.presence,
             disabled=ctx.disabled,
             cooldown_override_s=ctx.cooldown_override_s,

@@ -180,7 +180,7 @@ def test_a_record_its_writer_publishes_while_listing_the_store_is_in_the_listing
 ) -> None:
     """A fresh store's first record, staged, then published by the committer while the next
     read lists the folders: it is pending or on disk, and the read must find it in one of the
-    two (the plan that cites it was refused as citing no record, one run in ten)."""
+    two (the plan that cites it was refused as citing no record, about one run in five)."""
     from portfolio_optimiser.reasoning.records import AssessmentInput
 
     from .test_record_store import FILE_EVIDENCE, REVIEW

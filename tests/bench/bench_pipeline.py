@@ -9,7 +9,7 @@ leaves 127.0.0.1 and no credential is read.
 |---|---|
 | per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent waiting, per model call |
 | calls per candidate | model calls over candidates in the same runs; the checker approves on its first turn |
-| store size | the per-call row again against a reasoning store seeded with copies of a run's records (2 000 earlier runs; 200 in ``--quick``), after its first read; reported beside the empty store's figure |
+| store size | the per-call row again against a reasoning store seeded with copies of a run's records (2 000 earlier runs; 200 in ``--quick``): one store object across the runs, each run a project of its own, timed after the first run and the daemon's idle turn; reported beside an empty store held the same way |
 | floor | the last run's exchanges replayed with Agent Framework and the SDK alone (the proposer's ``Agent.run``, one ``ask_checker`` group chat per candidate, the same prompts, tools and models); reported: what a call costs before the product does anything |
 | throughput | N copies of the bundle (distinct project ids) run at once (``run_project`` under a semaphore) at concurrency 4 and at 1, each pass on a fresh reasoning store |
 | prompt size | ``render_context`` of a many-concept bundle against the text of every file concatenated |

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from portfolio_optimiser.reasoning import store as store_module
 from portfolio_optimiser.reasoning.availability import AdvisorStatus, ConsultationStatus
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
 from portfolio_optimiser.reasoning.commit import NameTaken, SystemDisk
@@ -801,6 +802,39 @@ def test_writing_never_overwrites_even_the_same_record_at_the_same_instant(desk:
         seen = now
     assert len(seen) == 10
     assert len({StoredRecord.model_validate_json(b).id for b in seen.values()}) == 10
+
+
+@pytest.mark.loadbearing
+def test_a_record_joins_the_store_s_view_even_when_another_read_moved_it_on_meanwhile(
+    desk: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread's read (the committer's, after a batch) takes in another writer's record
+    while this one's assessment is admitted: the assessment, staged and in no log yet, must
+    still be in the view the plan citing it is admitted against, and numbered before it."""
+    store = Store(desk.root)
+    ctx = desk.ctx()
+    draft = AssessmentInput(subject=SUBJECT, materiality=Materiality.LOW)
+    store.record("other-task", draft, ctx)
+    real_admit = store_module.admit
+    interleaved: list[str] = []
+
+    def admit_while_another_read_moves_on(*args: Any) -> Any:
+        body = real_admit(*args)
+        if not interleaved:
+            interleaved.append("another writer's record, then a read")
+            Store(desk.root).record("other-task", args[0], ctx)
+            store.load()
+        return body
+
+    monkeypatch.setattr(store_module, "admit", admit_while_another_read_moves_on)
+    monkeypatch.setattr(store, "_commit_soon", lambda: None)  # staged until the commit
+    assessment = store.record(TASK, draft, ctx, durable=False)
+    assert interleaved, "the other read came between the admission and the record"
+    assert assessment.id in {r.id for r in store.load().records}
+    plan = store.record(TASK, PlanInput(assessment=assessment.id), ctx)
+    assert (assessment.seq, plan.seq) == (1, 2)
+    names = sorted(p.name[:4] for p in (desk.root / "reasoning" / TASK).iterdir())
+    assert names == ["0001", "0002"]
 
 
 @pytest.mark.loadbearing

@@ -110,10 +110,6 @@ class Staging:
         with self._lock:
             self._staged.append(_Staged(path, data))
 
-    def seqs(self, folder: Path) -> set[int]:
-        """The numbers staged in ``folder`` and not yet published."""
-        return {int(s.path.name[:4]) for s in self._pending() if s.path.parent == folder}
-
     def temporaries(self) -> set[Path]:
         """The temporary files of the batch being committed (a staged record has none yet)."""
         with self._lock:
@@ -139,7 +135,7 @@ class Staging:
         with self._committing:
             with self._lock:
                 batch, self._staged = self._staged, []
-                self._committing_now = batch  # still pending to a writer counting numbers
+                self._committing_now = batch  # still pending to a reader listing the store
             written: list[Path] = []
             try:
                 published = self._publish(batch, written)

@@ -73,18 +73,15 @@ class Reader:
         return self._loaded is not None and time.monotonic() - self._listed_at < FULL_LISTING_S
 
     def _load(self) -> Loaded:
-        if not self.root.is_dir():
-            return Loaded()
         now = time.monotonic()
-        if self._loaded is None or now - self._listed_at >= FULL_LISTING_S:
-            return self._list(now)
-        added = self._logged()
-        if added is None:
-            return self._list(now)
+        loaded = self._loaded
+        listing = loaded is None or now - self._listed_at >= FULL_LISTING_S
+        added = None if listing else self._logged()
+        if loaded is None or added is None:
+            return self._list(now) if self.root.is_dir() else Loaded()
         fresh = [n for n in added if n not in self._names and n not in self._failed]
         if not fresh and not self._failed:
-            return self._loaded
-        loaded = self._loaded
+            return loaded
         for name in [*self._failed, *fresh]:
             record = self._parse(name)
             if record is not None:
@@ -93,14 +90,15 @@ class Reader:
         self._loaded = loaded.reporting(self._unreadable())
         return self._loaded
 
-    def wrote(self, loaded: Loaded, name: str, record: StoredRecord) -> None:
-        """The writer's own record, admitted against ``loaded``: it joins that read, so the next
-        load (if nobody else wrote meanwhile) parses nothing."""
+    def wrote(self, name: str, record: StoredRecord) -> None:
+        """The writer's own record joins the newest read at once, whatever was read since it
+        was admitted (the committer reads after each batch): staged, it is in no folder and no
+        log yet, and a record citing it is admitted against this view."""
         with self._lock:
             self._parsed[name] = record
-            if loaded is self._loaded:
+            if self._loaded is not None and name not in self._names:
                 self._names.add(name)
-                self._loaded = loaded.plus(record)
+                self._loaded = self._loaded.plus(record)
 
     # -- the two ways of reading -----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from mcp import Client
 
 from portfolio_optimiser.config import ConfigError
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.pipeline.datasource import DataSource, build_mcp_server
+from portfolio_optimiser.pipeline.datasource import DataSource, build_mcp_server, datasource_tools
 
 from .pipeline_helpers import small_bundle, write
 
@@ -48,6 +48,45 @@ def test_a_tool_never_reads_the_learned_layer(source: DataSource) -> None:
 def test_a_long_concept_is_bounded(source: DataSource) -> None:
     write(source.root, "long.md", "---\ntype: note\n---\n" + "x" * 5000)
     assert source.read_concept("long.md").endswith("[truncated]")
+
+
+def test_the_run_s_function_tools_read_through_the_data_source_and_say_their_arguments(
+    source: DataSource,
+) -> None:
+    tools = {t.name: t for t in datasource_tools(source)}
+    assert sorted(tools) == [
+        "list_concepts",
+        "list_cost_lines",
+        "list_measure_options",
+        "read_concept",
+    ]
+    assert tools["read_concept"].parameters() == {
+        "properties": {
+            "path": {
+                "description": "bundle-relative path of the concept",
+                "title": "Path",
+                "type": "string",
+            }
+        },
+        "required": ["path"],
+        "title": "read_concept_input",
+        "type": "object",
+    }
+    for name in ("list_concepts", "list_cost_lines", "list_measure_options"):
+        assert tools[name].parameters() == {
+            "properties": {},
+            "title": f"{name}_input",
+            "type": "object",
+        }
+
+    async def call(name: str, **arguments: str) -> str:
+        result = await tools[name].invoke(arguments=arguments)
+        return "".join(str(getattr(part, "text", "") or "") for part in result)
+
+    assert "unit_price_nok: 6000" in asyncio.run(call("read_concept", path="cost/02.3.md"))
+    assert '"02.3"' in asyncio.run(call("list_cost_lines"))
+    with pytest.raises(Exception, match="path"):
+        asyncio.run(call("read_concept"))
 
 
 @pytest.mark.parametrize(

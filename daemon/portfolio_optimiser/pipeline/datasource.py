@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any, Final
 
 import jsonschema
-from pydantic import Field
+from pydantic import BaseModel, Field, create_model
 
 from portfolio_optimiser.config import ConfigError
 from portfolio_optimiser.context.errors import BundleError
@@ -26,6 +26,18 @@ from portfolio_optimiser.context.render import concept_figures
 from portfolio_optimiser.resources import load_schema
 
 __all__ = ["DataSource", "build_mcp_server", "datasource_tools"]
+
+_ARGUMENTS: Final[dict[str, type[BaseModel]]] = {
+    name: create_model(f"{name}_input")
+    for name in ("list_cost_lines", "list_measure_options", "list_concepts")
+} | {
+    "read_concept": create_model(
+        "read_concept_input",
+        path=(str, Field(description="bundle-relative path of the concept")),
+    )
+}
+"""Each tool's arguments, as the framework would infer them from its signature: built once, not
+for every run (inferring them was 1.1 ms of a run's own time)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,7 @@ def datasource_tools(source: DataSource) -> list[Any]:
     @tool(
         name="list_cost_lines",
         description="List the project's cost lines (code, title, amount_nok, quantity, unit price).",
+        schema=_ARGUMENTS["list_cost_lines"],
     )
     def list_cost_lines() -> list[dict[str, Any]]:
         return source.list_cost_lines()
@@ -106,6 +119,7 @@ def datasource_tools(source: DataSource) -> list[Any]:
     @tool(
         name="list_measure_options",
         description="List the project's kuttliste (known reduction options).",
+        schema=_ARGUMENTS["list_measure_options"],
     )
     def list_measure_options() -> list[dict[str, Any]]:
         return source.list_measure_options()
@@ -113,6 +127,7 @@ def datasource_tools(source: DataSource) -> list[Any]:
     @tool(
         name="list_concepts",
         description="List the bundle's concepts in navigation order (path, type, title).",
+        schema=_ARGUMENTS["list_concepts"],
     )
     def list_concepts() -> list[dict[str, str]]:
         return source.list_concepts()
@@ -120,10 +135,9 @@ def datasource_tools(source: DataSource) -> list[Any]:
     @tool(
         name="read_concept",
         description="Open one concept of the bundle by its path, e.g. cost/02-bygning/02.3.md.",
+        schema=_ARGUMENTS["read_concept"],
     )
-    def read_concept_tool(
-        path: Annotated[str, Field(description="bundle-relative path of the concept")],
-    ) -> str:
+    def read_concept_tool(path: str) -> str:
         return source.read_concept(path)
 
     return [list_cost_lines, list_measure_options, list_concepts, read_concept_tool]

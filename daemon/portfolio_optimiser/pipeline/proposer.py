@@ -10,6 +10,7 @@ candidate: the validator does that, after.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -51,9 +52,16 @@ class Proposal(BaseModel):
 _FENCED: Final = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
 
 
+@functools.cache
+def _proposal_schema() -> str:
+    """The proposal's JSON Schema, made once (0.6 ms a run when made for each)."""
+    return json.dumps(Proposal.model_json_schema(), separators=(",", ":"))
+
+
 def response_format(mode: str) -> dict[str, Any] | None:
-    """The ``response_format`` an output mode sends; ``prompt`` sends none."""
-    schema = Proposal.model_json_schema()
+    """The ``response_format`` an output mode sends; ``prompt`` sends none. Each a copy of its
+    own: the client it is handed may change it."""
+    schema = json.loads(_proposal_schema())
     if mode == "json_schema":
         return {
             "type": "json_schema",
@@ -67,7 +75,7 @@ def response_format(mode: str) -> dict[str, Any] | None:
 def _schema_in_prompt() -> str:
     return (
         "Answer with one JSON object and nothing else, matching this JSON Schema:\n"
-        + json.dumps(Proposal.model_json_schema(), separators=(",", ":"))
+        + _proposal_schema()
     )
 
 

@@ -22,9 +22,10 @@ of what a power cut keeps in its place, and cuts the power after each step.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -78,10 +79,16 @@ class SystemDisk:
             tmp.unlink()
 
 
-@dataclass(frozen=True)
 class _Staged:
-    path: Path
-    data: bytes
+    """A record's name, and its bytes, rendered when the commit first needs them."""
+
+    def __init__(self, path: Path, data: bytes | Callable[[], bytes]) -> None:
+        self.path = path
+        self._data = data
+
+    @functools.cached_property
+    def data(self) -> bytes:
+        return self._data if isinstance(self._data, bytes) else self._data()
 
 
 class Staging:
@@ -100,10 +107,12 @@ class Staging:
         self._folders: set[Path] = set()
         """The folders made for a record (a folder is never removed under a store)."""
 
-    def stage(self, path: Path, data: bytes) -> None:
+    def stage(self, path: Path, data: bytes | Callable[[], bytes]) -> None:
         """Held in memory until the commit writes it: the caller's path does not wait on the
         file system (a file made while another batch's flush held the journal waited for it).
-        Its folder is made at once: a reader takes a store without one for an empty store."""
+        Bytes given as a function are rendered by the commit, off the caller's path too (in the
+        background, while a run waits on its model). Its folder is made at once: a reader takes
+        a store without one for an empty store."""
         if path.parent not in self._folders:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._folders.add(path.parent)

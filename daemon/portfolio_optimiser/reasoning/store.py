@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -189,7 +190,7 @@ class Store:
             body=redacted_body,
         )
         path = folder / f"{seq:04d}-{record.id}.json"
-        self._staging.stage(path, (record.model_dump_json(by_alias=True, indent=2) + "\n").encode())
+        self._staging.stage(path, functools.partial(_file_bytes, record))
         self._reader.wrote(f"{task}/{path.name}", record)
         return record
 
@@ -204,6 +205,10 @@ class Store:
             if folder == task and _RECORD_NAME.fullmatch(file):
                 numbers.append(int(file[:4]))
         return max(numbers) + 1
+
+
+def _file_bytes(record: StoredRecord) -> bytes:
+    return (record.model_dump_json(by_alias=True, indent=2) + "\n").encode()
 
 
 _RECORD_NAME: Final = re.compile(r"[0-9]{4}-.*\.json")

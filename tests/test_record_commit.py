@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from portfolio_optimiser.reasoning.commit import SystemDisk
+from portfolio_optimiser.reasoning.commit import Staging, SystemDisk
 from portfolio_optimiser.reasoning.policy import Materiality
 from portfolio_optimiser.reasoning.records import AssessmentInput, StoredRecord
 from portfolio_optimiser.reasoning.store import _COMMITTER, Store
@@ -327,3 +327,26 @@ def test_a_runs_records_are_made_on_its_event_loop_once_the_store_is_read(tmp_pa
     assert result.candidates and len(store.made) >= 5
     loop = threading.current_thread().name
     assert [name == loop for name in store.made[2:]] == [True] * (len(store.made) - 2), store.made
+
+
+@pytest.mark.loadbearing
+def test_a_batch_with_a_record_that_cannot_be_rendered_stays_staged_and_the_commit_says_so(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "reasoning"
+    staging = Staging(root)
+    attempts: list[int] = []
+
+    def render() -> bytes:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ValueError("cannot render this record")
+        return b"{}\n"
+
+    staging.stage(root / "t" / "0001-a.json", b"{}\n")
+    staging.stage(root / "t" / "0002-b.json", render)
+    with pytest.raises(ValueError, match="cannot render"):
+        staging.commit()
+    assert staging.names() == {"t/0001-a.json", "t/0002-b.json"}, "nothing dropped"
+    assert not list((root / "t").iterdir()), "nothing published, no temporary left"
+    assert [p.name for p in staging.commit()] == ["0001-a.json", "0002-b.json"]

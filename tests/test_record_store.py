@@ -8,6 +8,7 @@ run time, so no committed file carries one.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from portfolio_optimiser.reasoning import reading as reading_module
 from portfolio_optimiser.reasoning import store as store_module
 from portfolio_optimiser.reasoning.availability import AdvisorStatus, ConsultationStatus
 from portfolio_optimiser.reasoning.catalogue import Advisor, Catalogue, Presence
@@ -38,7 +40,13 @@ from portfolio_optimiser.reasoning.records import (
     StoredRecord,
     ValidationInput,
 )
-from portfolio_optimiser.reasoning.store import Admission, Refusal, Store, availability_now
+from portfolio_optimiser.reasoning.store import (
+    Admission,
+    Loaded,
+    Refusal,
+    Store,
+    availability_now,
+)
 
 NOW = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
 TASK = "lillevik-school"
@@ -835,6 +843,71 @@ def test_a_record_joins_the_store_s_view_even_when_another_read_moved_it_on_mean
     assert (assessment.seq, plan.seq) == (1, 2)
     names = sorted(p.name[:4] for p in (desk.root / "reasoning" / TASK).iterdir())
     assert names == ["0001", "0002"]
+
+
+@pytest.mark.loadbearing
+def test_a_record_another_process_published_but_never_logged_keeps_its_number(
+    desk: Desk,
+) -> None:
+    """A worker published a record in a run's task and died before it logged it: the
+    processor's store, whose read came before, numbers its own first record there after it."""
+    store = Store(desk.root)
+    ctx = desk.ctx()
+    draft = AssessmentInput(subject=SUBJECT, materiality=Materiality.LOW)
+    elsewhere = store.record("other-task", draft, ctx)  # read once, and the log made
+    folder = desk.root / "reasoning" / TASK
+    folder.mkdir()
+    (folder / f"0007-{elsewhere.id}.json").write_bytes(
+        (desk.root / "reasoning" / "other-task" / f"0001-{elsewhere.id}.json").read_bytes()
+    )
+    assert store.record(TASK, draft, ctx).seq == 8
+
+
+@pytest.mark.loadbearing
+def test_records_made_after_the_store_s_folder_was_deleted_get_numbers_of_their_own(
+    desk: Desk,
+) -> None:
+    store = Store(desk.root)
+    ctx = desk.ctx()
+    draft = AssessmentInput(subject=SUBJECT, materiality=Materiality.LOW)
+    store.record(TASK, draft, ctx)
+    shutil.rmtree(desk.root / "reasoning")
+    staged = [
+        store.record(
+            TASK, draft.model_copy(update={"subject": f"{SUBJECT} ({n})"}), ctx, durable=False
+        )
+        for n in range(2)
+    ]
+    store.commit()
+    assert staged[0].seq != staged[1].seq
+    assert len(list((desk.root / "reasoning" / TASK).iterdir())) == 2
+
+
+@pytest.mark.loadbearing
+def test_a_full_listing_while_a_record_is_made_neither_misses_it_nor_calls_it_unreadable(
+    desk: Desk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The committer's read may be the minute's full listing, and may fall between a record
+    staged and the record handed to the view."""
+    store = Store(desk.root)
+    ctx = desk.ctx()
+    draft = AssessmentInput(subject=SUBJECT, materiality=Materiality.LOW)
+    store.record("other-task", draft, ctx)
+    monkeypatch.setattr(reading_module, "FULL_LISTING_S", 0.0)  # every read lists everything
+    handed = reading_module.Reader.wrote
+    listings: list[Loaded] = []
+
+    def wrote_after_a_listing(reader: reading_module.Reader, *args: Any) -> None:
+        listings.append(reader.load())
+        handed(reader, *args)
+
+    monkeypatch.setattr(reading_module.Reader, "wrote", wrote_after_a_listing)
+    monkeypatch.setattr(store, "_commit_soon", lambda: None)  # staged until the commit
+    assessment = store.record(TASK, draft, ctx, durable=False)
+    assert [listing.unreadable for listing in listings] == [()], "not read from the disk"
+    loaded = store.load()
+    assert assessment.id in {r.id for r in loaded.records}
+    assert loaded.unreadable == ()
 
 
 @pytest.mark.loadbearing

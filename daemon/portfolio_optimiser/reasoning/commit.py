@@ -110,9 +110,9 @@ class Staging:
     def stage(self, path: Path, data: bytes | Callable[[], bytes]) -> None:
         """Held in memory until the commit writes it: the caller's path does not wait on the
         file system (a file made while another batch's flush held the journal waited for it).
-        Bytes given as a function are rendered by the commit, off the caller's path too (in the
-        background, while a run waits on its model). Its folder is made at once: a reader takes
-        a store without one for an empty store."""
+        Bytes given as a function are rendered by the commit (in the background for a record
+        committed soon, while a run waits on its model). Its folder is made at once: a reader
+        takes a store without one for an empty store."""
         if path.parent not in self._folders:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._folders.add(path.parent)
@@ -148,7 +148,7 @@ class Staging:
             written: list[Path] = []
             try:
                 published = self._publish(batch, written)
-            except OSError:
+            except BaseException:  # staged again whatever stopped it: never dropped unsaid
                 with self._lock:
                     self._staged[:0] = batch
                 raise

@@ -92,8 +92,8 @@ class Reader:
 
     def wrote(self, name: str, record: StoredRecord) -> None:
         """The writer's own record joins the newest read at once, whatever was read since it
-        was admitted (the committer reads after each batch): staged, it is in no folder and no
-        log yet, and a record citing it is admitted against this view."""
+        was admitted (the committer reads after each batch): staged, it may be in no folder and
+        no log yet, and a record citing it is admitted against this view."""
         with self._lock:
             self._parsed[name] = record
             if self._loaded is not None and name not in self._names:
@@ -116,7 +116,9 @@ class Reader:
                         names.extend(
                             f"{task.name}/{f.name}" for f in files if f.name.endswith(".json")
                         )
-        listed = set(names) | staged
+        # A staged record its writer has not handed over yet (``wrote``) is not read from the
+        # disk, where it is not yet: it joins the view when it is handed over.
+        listed = set(names) | {name for name in staged if name in self._parsed}
         if self._loaded is not None and listed == self._names and not self._failed:
             self._listed_at = now
             return self._loaded

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from portfolio_optimiser.context import ir as ir_module
+from portfolio_optimiser.context import navigate as navigate_module
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.navigate import navigate_bundle
 from portfolio_optimiser.context.render import render_context
@@ -54,6 +56,32 @@ def approve(_m: Any, _o: Any) -> str:
 
 def reject(_m: Any, _o: Any) -> str:
     return "It counts 02.3 twice.\nVERDICT: REJECT — counts 02.3 twice"
+
+
+@pytest.mark.loadbearing
+def test_a_run_reads_each_file_of_its_bundle_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its figures and its navigation come from one read of each file: never two versions of
+    a file saved while the run read it."""
+    reads: list[str] = []
+    for module in (ir_module, navigate_module):
+        real = module.read_concept
+
+        def counted(path: Path, rel: str, real: Any = real) -> Any:
+            reads.append(rel)
+            return real(path, rel)
+
+        monkeypatch.setattr(module, "read_concept", counted)
+    reasoning = session(tmp_path, PROPOSER, CHECKER)
+    result = run(
+        small_bundle(tmp_path / "b"),
+        reasoning,
+        {"p1": lambda m, o: proposal(measure()), "k1": approve},
+    )
+    assert result.candidates, "the run ran"
+    assert "cost/02.3.md" in reads
+    assert sorted(reads) == sorted(set(reads)), "a file read twice"
 
 
 @pytest.mark.loadbearing

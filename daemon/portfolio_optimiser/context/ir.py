@@ -90,17 +90,20 @@ def minted_id(rel: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", stem).strip("-") or "measure"
 
 
-def load_ir_projections(root: Path, *, known_types: Iterable[str] = ()) -> Project:
+def load_ir_projections(
+    root: Path, *, known_types: Iterable[str] = (), read: dict[str, Concept] | None = None
+) -> Project:
     """Read the IR of the bundle at ``root``. Raises :class:`BundleError` subclasses.
 
     ``known_types`` are measure types used elsewhere (the wiki's), offered with the bundle's own
-    when a measure option names none.
+    when a measure option names none. ``read``: given, every concept read is kept in it by its
+    bundle-relative path (for ``navigate_bundle``).
     """
-    read = read_ir(root, known_types=known_types)
-    if read.problems or read.project is None:
-        _raise_all(read.problems, read.unreadable, root.name)
-    assert read.project is not None
-    return read.project
+    result = read_ir(root, known_types=known_types, read=read)
+    if result.problems or result.project is None:
+        _raise_all(result.problems, result.unreadable, root.name)
+    assert result.project is not None
+    return result.project
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,12 @@ class IRRead:
     """Every code a cost line names, sound or not: a measure on a broken line is no orphan."""
 
 
-def read_ir(root: Path, *, known_types: Iterable[str] = ()) -> IRRead:
+def read_ir(
+    root: Path, *, known_types: Iterable[str] = (), read: dict[str, Concept] | None = None
+) -> IRRead:
     """Every concept of the bundle read, every problem kept (``BundleError`` only for a bundle
-    that cannot be walked at all: too many files, a symlink out of it)."""
+    that cannot be walked at all: too many files, a symlink out of it); each concept read kept
+    in ``read`` when one is given."""
     headers: list[Concept] = []
     lines: list[CostLine] = []
     options: list[MeasureOption] = []
@@ -145,6 +151,8 @@ def read_ir(root: Path, *, known_types: Iterable[str] = ()) -> IRRead:
             problems.append((rel, str(exc)))
             unreadable.add(str(exc))
             continue
+        if read is not None:
+            read[rel] = concept
         kind = concept.type
         if kind == "project":
             headers.append(concept)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -163,8 +163,12 @@ def safe_resolve(root: Path, target: str, *, from_rel: str = "index.md") -> tupl
     return resolved, resolved.relative_to(base).as_posix()
 
 
-def navigate_bundle(root: Path) -> Navigation:
-    """Read a bundle by navigation. Raises :class:`BundleError` for an unreadable bundle."""
+def navigate_bundle(root: Path, *, read: Mapping[str, Concept] | None = None) -> Navigation:
+    """Read a bundle by navigation. Raises :class:`BundleError` for an unreadable bundle.
+
+    ``read``: concepts of this bundle already read, by bundle-relative path (the IR's, in a
+    run): taken as they are, so a run reads each file once and sees one version of it."""
+    known: Mapping[str, Concept] = read or {}
     if not root.is_dir():
         raise BundleError(
             f"{root.name}: is not a folder; a bundle is a folder with index.md at its root"
@@ -176,7 +180,7 @@ def navigate_bundle(root: Path) -> Navigation:
             f"{root.name}: index.md is missing at the bundle root; add an index.md that links to "
             "the bundle's concept files"
         )
-    index = _read(base, index_path, "index.md")
+    index = known.get("index.md") or _read(base, index_path, "index.md")
     concepts: list[Concept] = []
     navigation_files: list[Concept] = []
     problems: list[LinkProblem] = []
@@ -212,7 +216,7 @@ def navigate_bundle(root: Path) -> Navigation:
             raise BundleError(
                 f"{root.name}: more than {MAX_CONCEPTS} linked files; split the bundle"
             )
-        reached = _read(base, path, rel)
+        reached = known.get(rel) or _read(base, path, rel)
         name = posixpath.basename(rel)
         if name == "log.md":
             continue

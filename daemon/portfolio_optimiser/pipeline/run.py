@@ -16,6 +16,7 @@ from pathlib import Path
 
 from portfolio_optimiser.context.candidates import sources_of
 from portfolio_optimiser.context.changes import line_changes
+from portfolio_optimiser.context.frontmatter import Concept
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
@@ -67,8 +68,9 @@ async def run_project(
     """Run one project. Raises only for a bundle that cannot be read (``BundleError``)."""
     # The measure types experts have judged are offered when a kuttliste item names none.
     judged = {v.key.measure_type for v in verdicts.approved() if v.key.measure_type}
-    project = load_ir_projections(bundle, known_types=judged)
-    navigation = navigate_bundle(bundle)
+    read: dict[str, Concept] = {}
+    project = load_ir_projections(bundle, known_types=judged, read=read)
+    navigation = navigate_bundle(bundle, read=read)
     context = render_context(navigation, budget_chars=settings.context_chars)
     meter = TokenMeter(budget)
     run = RunState(

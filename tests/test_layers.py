@@ -9,7 +9,7 @@ what they are; no document places them, so :data:`LAYERS` does, and a new one mu
 | rank | unit | what it is |
 |---|---|---|
 | 0 | _libc | the C library's functions, looked up once: no import of the package |
-| 1 | portfolio_optimiser, _atomic, _text, errors, resources, invocation | commons |
+| 1 | portfolio_optimiser, _atomic, _collector, _text, errors, resources, invocation | commons |
 | 2 | context | bundles, the IR, the validator |
 | 3 | config, persona | top-level modules that read the context layer's types |
 | 4 | learning | verdicts, the fold, promotion |
@@ -52,7 +52,7 @@ ROOT: Final = "portfolio_optimiser"
 
 LAYERS: Final[tuple[tuple[str, ...], ...]] = (
     ("_libc",),
-    (ROOT, "_atomic", "_text", "errors", "resources", "invocation"),
+    (ROOT, "_atomic", "_collector", "_text", "errors", "resources", "invocation"),
     ("context",),
     ("config", "persona"),
     ("learning",),

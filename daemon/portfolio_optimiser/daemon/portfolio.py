@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from portfolio_optimiser._collector import uncollected
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import (
@@ -136,20 +136,6 @@ def run_identity(content: str, version: str) -> str:
     return hashlib.sha256(f"{content}\x00{version}".encode()).hexdigest()
 
 
-@contextlib.contextmanager
-def _uncollected() -> Iterator[None]:
-    """The garbage collector held off while the classes are rebuilt and the reruns decided: each
-    full collection on the way walked every object the start and the events since made (a third
-    of a start's time at ten thousand projects, 0.6 s of a look's 4.3)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 @dataclass(frozen=True)
 class Due:
     """An ingested project whose latest run is not what the portfolio gives it now."""
@@ -248,7 +234,7 @@ class Portfolio:
         compact index (the processor's job alone). Their pages wait for ``publish_pages`` (once
         the portfolio is quiet): a page holds every member of its class, and at ten thousand
         projects each project moved about 100 MB of them."""
-        with _uncollected():
+        with uncollected():
             looked = self.ingested.look(ir=False)
             self.ingested.keep()
             self._moved |= self._classes.update(
@@ -271,7 +257,7 @@ class Portfolio:
         failure is logged, and the classes that moved are kept for the next try (at the next
         rebuild or stop)."""
         try:
-            with _uncollected():
+            with uncollected():
                 self._pages.publish(self._classes, self._moved)
         except OSError as exc:
             self.log.warning("reference class pages not written", problem=str(exc))
@@ -316,7 +302,7 @@ class Portfolio:
         teaching that can reach it (``Teaching.digest_for``), and computed again only when either
         moved. So only a project whose own part moved, or that the sweep cannot tell, is read from
         its bundle; and a due project's lines are measured when its rerun starts, not here."""
-        with _uncollected():
+        with uncollected():
             return self._due(ledger)
 
     def _due(self, ledger: Ledger) -> list[Due]:

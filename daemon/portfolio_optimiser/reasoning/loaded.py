@@ -101,7 +101,9 @@ class _Index:
         self.by_id.setdefault(record.id, entry)
         self.by_kind.setdefault(record.kind, []).append(entry)
         self.by_task.setdefault(record.task, []).append(entry)
-        cited = getattr(record.body, _CITES.get(record.kind, ""), None)
+        # Only a kind that cites has the field: a missing one is pydantic's slow path (40 µs).
+        field_name = _CITES.get(record.kind)
+        cited = getattr(record.body, field_name, None) if field_name else None
         if isinstance(cited, str):
             self.citing.setdefault((record.kind, cited), []).append(entry)
         if record.kind == "conclusion":

@@ -7,7 +7,7 @@ leaves 127.0.0.1 and no credential is read.
 
 | measure | how |
 |---|---|
-| per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent waiting, per model call |
+| per call | one project run (1 proposer call, 1 checker call per candidate: 5 calls) with the model answering in 200 ms; our own time is wall time minus the time the fakes spent on the requests (their delay and their own work), per model call |
 | calls per candidate | model calls over candidates in the same runs; the checker approves on its first turn |
 | store size | the per-call row again against a reasoning store seeded with copies of a run's records (2 000 earlier runs; 200 in ``--quick``): one store object across the runs, each run a project of its own, timed after the first run and the daemon's idle turn; reported beside an empty store held the same way |
 | floor | the last run's exchanges replayed with Agent Framework and the SDK alone (the proposer's ``Agent.run``, one ``ask_checker`` group chat per candidate, the same prompts, tools and models); reported: what a call costs before the product does anything |
@@ -173,8 +173,8 @@ class TimedFakeLLMServer(FakeLLMServer):
 
     def __init__(self, *, content: str, delay_s: float) -> None:
         super().__init__(mode="slow", content=content, slow_s=delay_s)
-        self._waited_lock = threading.Lock()
-        self._waited_s = 0.0
+        self._served_lock = threading.Lock()
+        self._served_s = 0.0
         handler: Any = self._httpd.RequestHandlerClass
         handler.disable_nagle_algorithm = True
         parse, post, server = handler.parse_request, handler.do_POST, self
@@ -196,13 +196,13 @@ class TimedFakeLLMServer(FakeLLMServer):
         return self
 
     @property
-    def waited_s(self) -> float:
-        with self._waited_lock:
-            return self._waited_s
+    def served_s(self) -> float:
+        with self._served_lock:
+            return self._served_s
 
     def served(self, seconds: float) -> None:
-        with self._waited_lock:
-            self._waited_s += seconds
+        with self._served_lock:
+            self._served_s += seconds
 
 
 @dataclass
@@ -219,8 +219,8 @@ class Models:
         return len(self.proposer.requests) + len(self.checker.requests)
 
     @property
-    def waited_s(self) -> float:
-        return self.proposer.waited_s + self.checker.waited_s
+    def served_s(self) -> float:
+        return self.proposer.served_s + self.checker.served_s
 
     def admission(self) -> Admission:
         def advisor(name: str, server: FakeLLMServer, capabilities: tuple[str, ...]) -> Advisor:
@@ -463,10 +463,10 @@ async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: floa
     await exchanges()  # its first use paid for apart
     own, calls = 0.0, 0
     for _ in range(max(scale.overhead_runs, 3)):
-        requests, waited = models.requests, models.waited_s
+        requests, served = models.requests, models.served_s
         started = time.perf_counter()
         await exchanges()
-        own += time.perf_counter() - started - (models.waited_s - waited)
+        own += time.perf_counter() - started - (models.served_s - served)
         calls += models.requests - requests
     floor_ms = own / max(calls, 1) * 1000
     return Row(
@@ -482,18 +482,18 @@ async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: floa
 async def _timed_run(
     models: Models, bundle: Path, state: Path, run_id: str
 ) -> tuple[float, float, int, RunResult]:
-    requests, waited = models.requests, models.waited_s
+    requests, served = models.requests, models.served_s
     started = time.perf_counter()
     result = await _one_run(models, bundle, state, run_id)
     wall = time.perf_counter() - started
-    return wall, models.waited_s - waited, models.requests - requests, result
+    return wall, models.served_s - served, models.requests - requests, result
 
 
 async def _portfolio_pass(
     models: Models, bundles: Sequence[Path], state: Path, concurrency: int
 ) -> tuple[float, float, int]:
     """(wall seconds, seconds the fakes spent waiting, candidates the checker approved)."""
-    waited = models.waited_s
+    served = models.served_s
     started = time.perf_counter()
     # Runs in one process at once, as the pipeline allows (the daemon runs one a process and
     # scales by worker processes: bench_workers).
@@ -513,7 +513,7 @@ async def _portfolio_pass(
     results = await asyncio.gather(*(one(bundle) for bundle in bundles))
     wall = time.perf_counter() - started
     approved = sum(_approved(result) for result in results)
-    return wall, models.waited_s - waited, approved
+    return wall, models.served_s - served, approved
 
 
 async def measure_throughput(models: Models, work: Path, scale: Scale) -> Row:

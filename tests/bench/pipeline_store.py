@@ -92,11 +92,11 @@ async def measure_store_size(
         own, calls = 0.0, 0
         for i in range(warm + 1):
             project = write_project_bundle(work / f"{name}-{i}", f"bench-{name}-{i}")
-            requests, waited = models.requests, models.waited_s
+            requests, served = models.requests, models.served_s
             started = time.perf_counter()
             await run(store, f"{name}-{i}", project)
             if i:
-                own += time.perf_counter() - started - (models.waited_s - waited)
+                own += time.perf_counter() - started - (models.served_s - served)
                 calls += models.requests - requests
             else:  # the daemon's idle turn after its first run (and the store's first read)
                 give_back_memory(thorough=True)

@@ -49,7 +49,6 @@ class Reader:
 
     def __init__(self, root: Path, *, staged: Callable[[], set[str]] = set) -> None:
         self.root = root
-        self._root = str(root)
         self._staged = staged
         """The names this process's writer staged and has not published yet: a listing does not
         find them, but this view holds them."""
@@ -168,7 +167,7 @@ class Reader:
         try:
             # A string path: a ``Path`` made for each of tens of thousands of records cost a
             # fifth of a store's first read.
-            with open(os.path.join(self._root, name), "rb") as file:  # noqa: PTH118, PTH123
+            with open(os.path.join(self.root, name), "rb") as file:  # noqa: PTH118, PTH123
                 record = StoredRecord.model_validate_json(file.read())
         except (OSError, ValueError) as exc:
             self._failed[name] = str(exc).splitlines()[0]

@@ -203,7 +203,7 @@ class Store:
         store gave it. The first time this store writes to a task its folder is listed: another
         process may have published a record there and died before it logged it (a run's task
         gets its verdicts' records from the processor, its own from a worker). After that the
-        folder is not listed again (80 µs a record, a tenth of its cost)."""
+        folder is not listed again (80 µs a record)."""
         last = self._numbers.get(task)
         if last is None:
             last = max(_published_numbers(self.root / task), default=0)

@@ -16,8 +16,8 @@ from portfolio_optimiser.context.line_references import LineReference, ProjectRe
 from portfolio_optimiser.daemon.claims import RerunClaim
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
-from portfolio_optimiser.daemon.portfolio import run_identity
 from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.versions import run_identity
 from portfolio_optimiser.daemon.workspace import Workspace
 
 ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}

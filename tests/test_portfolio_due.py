@@ -20,8 +20,9 @@ from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.daemon.ingested import IngestedProjects
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
-from portfolio_optimiser.daemon.portfolio import Due, Portfolio, portfolio_version
+from portfolio_optimiser.daemon.portfolio import Due, Portfolio
 from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.versions import portfolio_version
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.local import local_candidates
 

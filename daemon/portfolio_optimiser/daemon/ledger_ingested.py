@@ -16,10 +16,11 @@ from sys import intern
 from typing import Any, NamedTuple
 
 from portfolio_optimiser.context.reference import Posts, ProjectPrices
+from portfolio_optimiser.context.reference_sweep import ReferenceKey
 
 from .db import Database
 
-__all__ = ["Ingested", "LedgerIngested"]
+__all__ = ["Anchor", "Ingested", "LedgerIngested"]
 
 
 class Ingested(NamedTuple):
@@ -29,6 +30,13 @@ class Ingested(NamedTuple):
     """The folder's inode and mtime when it was read (``ino:mtime_ns``)."""
     content: str
     prices: ProjectPrices
+
+
+class Anchor(NamedTuple):
+    """The reference candidates a folder's identity was last computed from, and its content then."""
+
+    content: str
+    keys: tuple[ReferenceKey, ...]
 
 
 class LedgerIngested:
@@ -81,12 +89,13 @@ class LedgerIngested:
         for folder in gone:
             statements.append(("DELETE FROM ingested WHERE folder = ?", (folder,)))
             statements.append(("DELETE FROM versions WHERE folder = ?", (folder,)))
+            statements.append(("DELETE FROM anchors WHERE folder = ?", (folder,)))
         if statements:
             self._db.write_all(statements)
 
     def versions(self) -> dict[str, tuple[str, list[str], frozenset[str] | None]]:
         """Each folder's own part of its portfolio version (what its kuttliste and the experts'
-        approvals add, ``portfolio.own_part``), with the digest of what it was computed from (its
+        approvals add, ``versions.own_part``), with the digest of what it was computed from (its
         content and the teaching that can reach it) and the project's cost codes (None in a row
         an earlier version kept: its own part alone). A row that does not read is left out:
         computed again."""
@@ -117,6 +126,36 @@ class LedgerIngested:
                 (folder, inputs, json.dumps({"own": own, "codes": sorted(codes)})),
             )
             for folder, inputs, own, codes in computed
+        ]
+        if statements:
+            self._db.write_all(statements)
+
+    def anchors(self) -> dict[str, Anchor]:
+        """Each folder's reference candidates as its identity was last computed from them, with
+        its content then (``Portfolio``: what a look holds a project's identity to while its
+        savings move within the band). A row that does not read is left out: taken afresh."""
+        found: dict[str, Anchor] = {}
+        for folder, content, keys in self._db.all("SELECT folder, content, keys FROM anchors"):
+            try:
+                held = tuple(
+                    (str(code), str(unit), str(grade), int(saving))
+                    for code, unit, grade, saving in json.loads(keys)
+                )
+            except (ValueError, TypeError):
+                continue
+            found[str(folder)] = Anchor(str(content), held)
+        return found
+
+    def keep_anchors(self, moved: Iterable[tuple[str, Anchor]]) -> None:
+        """Anchors taken since: (folder, anchor) each, in one transaction."""
+        statements: list[tuple[str, tuple[object, ...]]] = [
+            (
+                "INSERT INTO anchors (folder, content, keys) VALUES (?, ?, ?)"
+                " ON CONFLICT (folder) DO UPDATE SET"
+                " content = excluded.content, keys = excluded.keys",
+                (folder, anchor.content, json.dumps([list(k) for k in anchor.keys])),
+            )
+            for folder, anchor in moved
         ]
         if statements:
             self._db.write_all(statements)

@@ -77,6 +77,11 @@ CREATE TABLE IF NOT EXISTS versions (
     inputs TEXT NOT NULL,
     own TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS anchors (
+    folder TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    keys TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS project_pages (
     project_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,

@@ -1,25 +1,18 @@
-"""The ingested portfolio as the daemon sees it: its projects, their reference classes, and the
-identity of a run (DESIGN §3, "Run identity").
+"""The ingested portfolio as the daemon sees it: its projects, their reference classes, and which
+of them are due (DESIGN §3, "Run identity"; what an identity is: ``versions``).
 
-Decides: what a run's identity is — the bundle's content hash, and the version of the portfolio
-inputs that shaped its candidates offline (the reference-price and learned candidates the local
-rules give it now: their ids, savings and grades). A bundle nothing in the portfolio shapes keeps
-its content hash as its identity. The identity is computed against one snapshot of the reference
-fit (the project's lines measured against the portfolio), and the run is handed that snapshot,
-so its reference prices are the ones it was identified by.
-
-And which ingested projects are due: those whose identity now is not their latest published run's
-— because the reference classes or the approved verdicts moved under them, including back to
-candidates an earlier run of theirs already gave (then that run stands again, run for nothing).
-Offline a rerun costs nothing; with a model its unchanged candidates reuse the checker's standing
+Decides which ingested projects are due: those whose identity now is not their latest published
+run's — because the reference classes or the approved verdicts moved under them, including back
+to candidates an earlier run of theirs already gave (then that run stands again, run for
+nothing). A project's reference candidates are held to those its identity was last computed
+from while their savings move within ``[reference] rerun_band`` (``within_band``). Offline a
+rerun costs nothing; with a model its unchanged candidates reuse the checker's standing
 conclusions, but the proposer is asked again (a proposal is a run's own).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,14 +21,7 @@ from typing import Any, Final
 from portfolio_optimiser._collector import uncollected
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.context.ir import load_ir_projections
-from portfolio_optimiser.context.models import (
-    REFERENCE_PRICE,
-    Candidate,
-    Project,
-    candidate_key_literal,
-    identity_literal,
-    mint_candidate_id,
-)
+from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import (
     ProjectPrices,
     ProjectReferences,
@@ -43,97 +29,34 @@ from portfolio_optimiser.context.reference import (
     reference_candidates,
 )
 from portfolio_optimiser.context.reference_classes import ReferenceClasses
-from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep
+from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep, within_band
 from portfolio_optimiser.learning import VerdictStore
-from portfolio_optimiser.pipeline.local import local_candidates
 
 from .ingested import IngestedProjects
 from .job import run_id_for
 from .ledger import Item, Ledger
+from .ledger_ingested import Anchor
 from .references import ReferencePages, page_lines, read_reference_classes
 from .runner import learning_store
 from .teaching import Teaching
+from .versions import (
+    own_inputs,
+    own_part,
+    portfolio_version,
+    reference_keys,
+    reference_part,
+    run_identity,
+    version_of,
+)
 from .workspace import Workspace
 
-__all__ = ["Due", "Portfolio", "portfolio_version", "run_identity"]
+__all__ = ["Due", "Portfolio"]
 
 Looked = Mapping[str, tuple[Path, str, ProjectPrices, Project | None]]
 """A look at the ingested projects, by folder (``IngestedProjects.look``)."""
 
 MAX_GENERATIONS: Final = 8
 """How many times a version's run may be lost from the outbox and run anew."""
-
-
-def portfolio_version(project: Project, references: ProjectReferences, teaching: Teaching) -> str:
-    """The candidates the portfolio adds to the project's own list — each id with its saving and
-    grade, which move under a standing id — as one digest; "" when it adds none."""
-    found = reference_candidates(project, references)
-    return _version(own_part(project, teaching), reference_part(project.id, reference_keys(found)))
-
-
-def own_part(project: Project, teaching: Teaching) -> list[str]:
-    """What the experts' approvals carry to the project, as its version counts them (the
-    kuttliste's own options are the project's content, not the portfolio's; the reference
-    classes add the rest: ``reference_part``)."""
-    return [
-        _said(c)
-        for c in local_candidates(project, teaching.approved, None, teaching.sources)
-        if not c.origin.startswith("measure-option:")
-        and not (c.origin.startswith("verdict:") and teaching.precedents.of(c))  # as the run will
-    ]
-
-
-def reference_keys(found: list[Candidate]) -> tuple[ReferenceKey, ...]:
-    return tuple(
-        (c.affected_codes[0], c.unit or "", c.grade or "", int(c.claimed_saving_nok)) for c in found
-    )
-
-
-def reference_part(project_id: str, keys: tuple[ReferenceKey, ...]) -> list[str]:
-    """What the reference candidates add to the version, said as a candidate of each would be."""
-    said = []
-    for code, unit, grade, saving in keys:
-        literal = candidate_key_literal(saving)
-        identity = identity_literal(REFERENCE_PRICE, literal, unit)
-        said.append(f"{_reference_id(project_id, code, identity)}\x00{literal}\x00{grade}")
-    return said
-
-
-@functools.lru_cache(maxsize=1 << 17)
-def _reference_id(project_id: str, code: str, identity: str) -> str:
-    """A reference candidate's id: its identity is its unit, not its saving, so it stands while
-    the saving moves, and one more project re-mints none of the thousands whose savings it
-    moved (a look at the reruns at ten thousand projects minted eleven thousand)."""
-    return mint_candidate_id(project_id, (code,), REFERENCE_PRICE, identity)
-
-
-def _said(c: Candidate) -> str:
-    return f"{c.id}\x00{c.saving_literal}\x00{c.grade or ''}"
-
-
-def _version(own: list[str], reference: list[str]) -> str:
-    added = sorted(own + reference)
-    if not added:
-        return ""
-    return hashlib.sha256("\n".join(added).encode()).hexdigest()[:16]
-
-
-VERSION_INPUTS: Final = 1
-"""Bumped whenever what a version's own part is computed from changes: every kept one is stale."""
-
-
-def _own_inputs(content: str, teaching: str) -> str:
-    """What a project's own part is computed from, as one digest."""
-    said = repr((VERSION_INPUTS, content, teaching))
-    return hashlib.sha256(said.encode()).hexdigest()[:24]
-
-
-def run_identity(content: str, version: str) -> str:
-    """The ledger's key for a run: the content hash alone while nothing in the portfolio shapes
-    the bundle, else a hash of both (so a moved portfolio is a new run, never a duplicate)."""
-    if not version:
-        return content
-    return hashlib.sha256(f"{content}\x00{version}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -182,6 +105,9 @@ class Portfolio:
         self._own: dict[str, tuple[str, list[str], frozenset[str] | None]] | None = None
         """Each folder's own part of its version, the digest of what it was computed from, and
         the project's cost codes (None: kept by an earlier version) (``ledger.ingested.versions``)."""
+        self._anchors: dict[str, Anchor] | None = None
+        """Each folder's reference candidates as its identity holds them: taken again only when
+        they moved beyond the band (``within_band``) or its content changed."""
         self._memo: dict[str, tuple[str, str, tuple[ReferenceKey, ...], str]] = {}
         """Each folder's run identity, with what it was computed from: its content, the teaching
         that reaches it (``Teaching.digest_for``) and its reference candidates."""
@@ -315,6 +241,10 @@ class Portfolio:
         if self._own is None:
             self._own = ledger.ingested.versions()
         latest = ledger.records.latest_runs()
+        if self._anchors is None:
+            self._anchors = ledger.ingested.anchors()
+        anchors, band = self._anchors, self.config.reference.rerun_band
+        moved: list[tuple[str, Anchor]] = []
         computed: list[tuple[str, str, list[str], frozenset[str]]] = []
         identities = []
         for name, (folder, content, prices, _ir) in looked.items():
@@ -326,7 +256,7 @@ class Portfolio:
             if memo is not None and key is not None and memo[:3] == (content, taught, key):
                 identities.append((folder, prices, memo[3]))
                 continue
-            inputs = _own_inputs(content, taught)
+            inputs = own_inputs(content, taught)
             project = None
             if own is None or own[0] != inputs:
                 project = self.ingested.project(name)
@@ -334,7 +264,7 @@ class Portfolio:
                     continue
                 codes = project.codes
                 taught = teaching.digest_for(codes)
-                inputs = _own_inputs(content, taught)
+                inputs = own_inputs(content, taught)
                 own = self._own[name] = (inputs, own_part(project, teaching), codes)
                 computed.append((name, inputs, own[1], codes))
             if key is None:  # the sweep cannot tell: the project's own snapshot does
@@ -342,12 +272,17 @@ class Portfolio:
                 if project is None:
                     continue
                 key = reference_keys(reference_candidates(project, references.assess(project)))
+            held = anchors.get(name)
+            if held is None or held.content != content or not within_band(held.keys, key, band):
+                held = anchors[name] = Anchor(content, key)
+                moved.append((name, held))
             identity = run_identity(
-                content, _version(own[1], reference_part(prices.project_id, key))
+                content, version_of(own[1], reference_part(prices.project_id, held.keys))
             )
             self._memo[name] = (content, taught, key, identity)
             identities.append((folder, prices, identity))
         ledger.ingested.keep_versions(computed)
+        ledger.ingested.keep_anchors(moved)
         known = {
             i.digest: i for i in ledger.items(of=(identity for _f, _p, identity in identities))
         }

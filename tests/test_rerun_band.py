@@ -1,0 +1,111 @@
+"""A project is run again for its reference candidates only when they moved beyond the band:
+``[reference] rerun_band`` (``within_band``), held in the ledger across a restart."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import structlog
+
+from portfolio_optimiser.config import Config, load_config
+from portfolio_optimiser.context.reference_sweep import ReferenceKey, within_band
+from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.once import run_once
+from portfolio_optimiser.daemon.portfolio import Portfolio
+from portfolio_optimiser.daemon.workspace import Workspace
+
+from .synthetic_ns3451 import generate_ns3451
+
+ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
+LOG = structlog.get_logger("test")
+
+HELD: tuple[ReferenceKey, ...] = (
+    ("231", "m2", "likely", 120_000),
+    ("25", "m3", "possible", 64_000),
+)
+
+
+def test_savings_within_the_band_hold_and_any_other_move_does_not() -> None:
+    moved = (("231", "m2", "likely", 130_000), ("25", "m3", "possible", 58_000))
+    assert within_band(HELD, moved, 0.10)
+    assert not within_band(HELD, moved, 0.05)
+    assert within_band(HELD, HELD, 0.0)
+    assert not within_band(HELD, moved, 0.0)
+    beyond = (("231", "m2", "likely", 133_000), HELD[1])
+    assert not within_band(HELD, beyond, 0.10)
+    regraded = (("231", "m2", "possible", 120_000), HELD[1])
+    assert not within_band(HELD, regraded, 0.10)
+    assert not within_band(HELD, HELD[:1], 0.10)
+    assert not within_band(HELD[:1], HELD, 0.10)
+    assert not within_band(HELD, HELD[::-1], 0.10)
+
+
+def _config(band: float) -> Config:
+    config = load_config()
+    return config.model_copy(
+        update={"reference": config.reference.model_copy(update={"rerun_band": band})}
+    )
+
+
+def _look(ws: Workspace, band: float) -> tuple[dict[str, tuple[ReferenceKey, ...]], list[str]]:
+    """A new process's look: each folder's reference candidates now, and the folders due."""
+    with Ledger.open(ws.ledger_file) as ledger:
+        portfolio = Portfolio.of(ws, _config(band), ledger, LOG)
+        portfolio.rebuild()
+        due = sorted(d.folder.name for d in portfolio.due(ledger))
+        now = {name: memo[2] for name, memo in portfolio._memo.items()}
+    return now, due
+
+
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Forty projects run and settled, then two more settled beside them: the classes moved."""
+    root = tmp_path_factory.mktemp("grown")
+    ws = Workspace.at(root / "ws", environ={})
+    ws.ensure()
+    generated = generate_ns3451(23, 42).projects
+    for project in generated[:40]:
+        project.write(ws.inbox_projects / project.project_id)
+    run_once(ws, load_config(), log=LOG, environ=ENV)
+    with Ledger.open(ws.ledger_file) as ledger:
+        held = ledger.ingested.anchors()
+    assert len(held) == 40, "the settling looks took no anchors"
+    for project in generated[40:]:
+        project.write(ws.bundles_projects / project.project_id)
+    return root
+
+
+def _copy(grown: Path, tmp_path: Path) -> Workspace:
+    shutil.copytree(grown / "ws", tmp_path / "ws", symlinks=True)
+    return Workspace.at(tmp_path / "ws", environ={})
+
+
+@pytest.mark.loadbearing
+def test_one_more_project_reruns_only_those_it_moved_beyond_the_band(
+    grown: Path, tmp_path: Path
+) -> None:
+    exact = _copy(grown, tmp_path / "exact")
+    banded = _copy(grown, tmp_path / "banded")
+    with Ledger.open(banded.ledger_file) as ledger:
+        anchors = ledger.ingested.anchors()
+    _now, due_exact = _look(exact, 0.0)
+    now, due = _look(banded, 0.10)
+    new = set(now) - set(anchors)
+    assert len(new) == 2
+    moved = sorted(n for n in now if n not in new and now[n] != anchors[n].keys)
+    held = [n for n in moved if within_band(anchors[n].keys, now[n], 0.10)]
+    assert held, "no saving moved within the band: the portfolio does not test the band"
+    assert set(due) == set(due_exact) - set(held)
+    assert all(not within_band(anchors[n].keys, now[n], 0.10) for n in due if n not in new)
+
+
+@pytest.mark.loadbearing
+def test_a_project_held_within_the_band_stays_held_after_a_restart(
+    grown: Path, tmp_path: Path
+) -> None:
+    ws = _copy(grown, tmp_path)
+    _now, first = _look(ws, 0.10)
+    _now, again = _look(ws, 0.10)  # another process: the anchors are read back from the ledger
+    assert again == first

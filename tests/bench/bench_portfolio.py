@@ -279,8 +279,8 @@ def rows(results: dict[int, dict[str, float]]) -> list[Row]:
         Row("… of which the reruns decided", "reported", across("reruns", "s"), True),
         Row("… of which the page published", "reported", across("page", "s"), True),
         Row(
-            "… the other projects it made due (each a rerun; the band holds savings that moved "
-            "by a rounding step)",
+            "… the other projects it made due (each a rerun; at the config's [reference] "
+            "rerun_band, 0 unless set)",
             "reported",
             across("due", "projects", digits=0),
             True,

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.pipeline import debate
 from portfolio_optimiser.pipeline.outcome import RunResult
 from portfolio_optimiser.pipeline.run import run_project
 from portfolio_optimiser.pipeline.turns import ModelTurn, in_turns
@@ -40,6 +41,21 @@ MEASURES = (
 )
 
 
+BUILT: list[object] = []
+
+
+@pytest.fixture(autouse=True)
+def _count_debates_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    BUILT.clear()
+    build = debate.build_debate
+
+    def counted(**kwargs: Any) -> Any:
+        BUILT.append(built := build(**kwargs))
+        return built
+
+    monkeypatch.setattr(debate, "build_debate", counted)
+
+
 class Checker:
     """A checker that takes a while to answer, and counts how many of its calls overlap."""
 
@@ -48,6 +64,8 @@ class Checker:
         self.in_flight = 0
         self.most = 0
         self.calls = 0
+        self.built: list[int] = []
+        """How many debates had been built as each call returned."""
 
     async def __call__(self, _messages: Any, _options: Any) -> str:
         self.calls += 1
@@ -57,6 +75,7 @@ class Checker:
             await asyncio.sleep(0.05)
         finally:
             self.in_flight -= 1
+        self.built.append(len(BUILT))
         return self.answer
 
 
@@ -110,6 +129,18 @@ def test_the_next_candidate_is_assessed_while_a_checker_call_is_in_flight(tmp_pa
     for before, after in itertools.pairwise(order):
         assert assessed[after] < consulted[before], (before, after)
     assert all(c.checker.outcome == "approved" for c in result.candidates)
+
+
+@pytest.mark.loadbearing
+def test_the_next_candidates_debate_is_built_while_a_checker_call_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    checker = Checker()
+    _run(tmp_path, checker)
+    # As the first call returns, the second candidate's group chat is built already; the last
+    # candidate's is built during the second call.
+    assert checker.built == [2, 3, 3]
+    assert len(BUILT) == 3
 
 
 @pytest.mark.loadbearing

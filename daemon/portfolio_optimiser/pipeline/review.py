@@ -194,6 +194,8 @@ async def _consult(
         for s in stored.selected
         if run.reasoning.ctx.catalogue.get(s.advisor) is not None
     }
+    for exchange in transports.values():
+        exchange.prepare()
     async with run.turn.held():
         records = await consult(
             run.reasoning.store,

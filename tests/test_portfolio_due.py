@@ -9,6 +9,7 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from portfolio_optimiser.daemon.versions import portfolio_version
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.local import local_candidates
 
-from .synthetic import generate
+from .synthetic import SyntheticProject, generate
 from .synthetic_ns3451 import generate_ns3451
 from .test_portfolio_index import Reads
 
@@ -45,6 +46,16 @@ def _said(due: list[Due]) -> list[tuple[str, str, bool]]:
     return sorted((d.folder.name, d.identity, d.restore) for d in due)
 
 
+def settled(root: Path, projects: Sequence[SyntheticProject]) -> Workspace:
+    """A workspace whose inbox took ``projects``, each run and settled by the daemon."""
+    ws = Workspace.at(root, environ={})
+    ws.ensure()
+    for project in projects:
+        project.write(ws.inbox_projects / project.project_id)
+    run_once(ws, load_config(), log=LOG, environ=ENV)
+    return ws
+
+
 def _forget_versions(ws: Workspace) -> None:
     with sqlite3.connect(ws.ledger_file) as db:
         db.execute("DELETE FROM versions")
@@ -54,12 +65,8 @@ def _forget_versions(ws: Workspace) -> None:
 def test_the_look_reads_only_new_projects_and_finds_what_afresh_finds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ws = Workspace.at(tmp_path / "ws", environ={})
-    ws.ensure()
     generated = generate_ns3451(11, 14).projects
-    for project in generated[:12]:
-        project.write(ws.inbox_projects / project.project_id)
-    run_once(ws, load_config(), log=LOG, environ=ENV)
+    ws = settled(tmp_path / "ws", generated[:12])
     reads = Reads(monkeypatch)
     with Ledger.open(ws.ledger_file) as ledger:
         portfolio, due = _due(ws, ledger)

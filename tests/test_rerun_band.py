@@ -7,19 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-import structlog
 
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, within_band
 from portfolio_optimiser.daemon.ledger import Ledger
-from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Portfolio
 from portfolio_optimiser.daemon.workspace import Workspace
 
 from .synthetic_ns3451 import generate_ns3451
-
-ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
-LOG = structlog.get_logger("test")
+from .test_portfolio_due import LOG, settled
 
 HELD: tuple[ReferenceKey, ...] = (
     ("231", "m2", "likely", 120_000),
@@ -63,12 +59,8 @@ def _look(ws: Workspace, band: float) -> tuple[dict[str, tuple[ReferenceKey, ...
 def grown(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Forty projects run and settled, then two more settled beside them: the classes moved."""
     root = tmp_path_factory.mktemp("grown")
-    ws = Workspace.at(root / "ws", environ={})
-    ws.ensure()
     generated = generate_ns3451(23, 42).projects
-    for project in generated[:40]:
-        project.write(ws.inbox_projects / project.project_id)
-    run_once(ws, load_config(), log=LOG, environ=ENV)
+    ws = settled(root / "ws", generated[:40])
     with Ledger.open(ws.ledger_file) as ledger:
         held = ledger.ingested.anchors()
     assert len(held) == 40, "the settling looks took no anchors"

@@ -19,22 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from agent_framework import Agent, Message, Workflow
+from agent_framework import Agent, Message
 from agent_framework.orchestrations import GroupChatBuilder, GroupChatState
 from pydantic import BaseModel, ConfigDict
 
 from .prompts import CHECKER_INSTRUCTIONS, MAKER_INSTRUCTIONS
 
-__all__ = [
-    "CheckerOutcome",
-    "Heard",
-    "Turn",
-    "ask_checker",
-    "build_debate",
-    "critique_of",
-    "parse_verdict_line",
-    "run_debate",
-]
+__all__ = ["CheckerOutcome", "Heard", "Turn", "ask_checker", "critique_of", "parse_verdict_line"]
 
 MAKER, CHECKER = "maker", "checker"
 _VERDICT = re.compile(
@@ -115,14 +106,17 @@ def _round_robin(state: GroupChatState) -> str:
     return names[(state.current_round + 1) % len(names)]
 
 
-def build_debate(
+async def ask_checker(
     *,
+    opening: str,
     maker_client: Any,
     checker_client: Any,
+    task: str,
     max_rounds: int,
     checker_options: dict[str, Any] | None = None,
-) -> Workflow:
-    """One maker-checker debate's group chat, ready to run once (``run_debate``)."""
+) -> tuple[str | None, str | None, list[Turn]]:
+    """Run one maker-checker debate that opens with the maker's ``opening``; return (verdict,
+    reason, every turn spoken after it, in order)."""
     maker = Agent(client=maker_client, name=MAKER, instructions=MAKER_INSTRUCTIONS)
     checker = Agent(
         client=checker_client,
@@ -139,7 +133,7 @@ def build_debate(
             and parse_verdict_line(last.text or "")[0]
         )
 
-    return GroupChatBuilder(
+    workflow = GroupChatBuilder(
         participants=[maker, checker],
         selection_func=_round_robin,
         orchestrator_name="moderator",
@@ -148,13 +142,6 @@ def build_debate(
         max_rounds=max(max_rounds - 1, 1),
         output_from="all",
     ).build()
-
-
-async def run_debate(
-    workflow: Workflow, *, opening: str, task: str
-) -> tuple[str | None, str | None, list[Turn]]:
-    """Run a debate built by ``build_debate`` that opens with the maker's ``opening``; return
-    (verdict, reason, every turn spoken after it, in order)."""
     result = await workflow.run(
         [
             Message(role="user", contents=[task]),
@@ -170,25 +157,6 @@ async def run_debate(
             if verdict:
                 break
     return verdict, reason, turns
-
-
-async def ask_checker(
-    *,
-    opening: str,
-    maker_client: Any,
-    checker_client: Any,
-    task: str,
-    max_rounds: int,
-    checker_options: dict[str, Any] | None = None,
-) -> tuple[str | None, str | None, list[Turn]]:
-    """One maker-checker debate, built and run."""
-    workflow = build_debate(
-        maker_client=maker_client,
-        checker_client=checker_client,
-        max_rounds=max_rounds,
-        checker_options=checker_options,
-    )
-    return await run_debate(workflow, opening=opening, task=task)
 
 
 def _turn(output: Any) -> Turn:

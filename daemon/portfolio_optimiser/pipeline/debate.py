@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from agent_framework import ChatResponse, Message, Workflow
+from agent_framework import ChatResponse, Message
 
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.reasoning.catalogue import Advisor
@@ -34,7 +34,7 @@ from portfolio_optimiser.reasoning.transport import (
 )
 
 from .budget import BudgetExceeded
-from .checker import CHECKER, build_debate, critique_of, run_debate
+from .checker import CHECKER, ask_checker, critique_of
 from .clients._errors import ExtraErrors, map_sdk_errors, translate
 from .clients.scripted import ScriptedChatClient
 from .outbound import TermsHolder, negotiate
@@ -107,7 +107,6 @@ class DebateExchange:
     terms: TermsHolder
     output_cap: int
     errors: ExtraErrors = None
-    _prepared: Workflow | None = field(default=None, init=False, repr=False)
 
     async def exchange(self, question: Question, *, deadline_s: float) -> Answer:
         # A debate asks for no structured output: only its cap field is negotiated.
@@ -115,29 +114,15 @@ class DebateExchange:
             self.advisor, self.terms, self._attempt, asks_structured_output=False
         )
 
-    def prepare(self) -> None:
-        """Its group chat built ahead of the run's turn (``turns``), while another candidate's
-        call is in flight. One that cannot be built now is built again in the exchange, where
-        what stops it is this consultation's outcome, said and recorded."""
-        try:
-            self._prepared = self._build()
-        except Exception:
-            self._prepared = None
-
-    def _build(self) -> Workflow:
-        return build_debate(
-            maker_client=self.maker(),
-            checker_client=self.checker_client(),
-            max_rounds=self.max_rounds,
-            checker_options={"max_tokens": self.output_cap},
-        )
-
     async def _attempt(self, terms: Terms) -> Answer:
         with map_sdk_errors(self.advisor.id, self.errors):
-            # A group chat runs once: the one built ahead serves the first attempt alone.
-            workflow, self._prepared = self._prepared or self._build(), None
-            verdict, reason, turns = await run_debate(
-                workflow, opening=self.opening, task=self.task
+            verdict, reason, turns = await ask_checker(
+                opening=self.opening,
+                maker_client=self.maker(),
+                checker_client=self.checker_client(),
+                task=self.task,
+                max_rounds=self.max_rounds,
+                checker_options={"max_tokens": self.output_cap},
             )
         spoken = [t for t in turns if t.author == CHECKER and strip_control(t.text).strip()]
         # What reaches a record is the model's text: control characters alone are no reason.

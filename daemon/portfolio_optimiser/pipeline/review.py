@@ -194,21 +194,16 @@ async def _consult(
         for s in stored.selected
         if run.reasoning.ctx.catalogue.get(s.advisor) is not None
     }
-    for exchange in transports.values():
-        exchange.prepare()
-    async with run.turn.held():
-        records = await consult(
-            run.reasoning.store,
-            run.task,
-            plan,
-            Question(
-                subject=_subject(run, candidate), hypothesis=hypothesis, evidence=tuple(evidence)
-            ),
-            run.reasoning.ctx,
-            deadline_s=run.settings.consult_deadline_s,
-            transports=transports,
-            passthrough=(BudgetExceeded,),
-        )
+    records = await consult(
+        run.reasoning.store,
+        run.task,
+        plan,
+        Question(subject=_subject(run, candidate), hypothesis=hypothesis, evidence=tuple(evidence)),
+        run.reasoning.ctx,
+        deadline_s=run.settings.consult_deadline_s,
+        transports=transports,
+        passthrough=(BudgetExceeded,),
+    )
     run.models.extend(
         b.model for r in records if isinstance(b := r.body, ConsultationInput) and b.model
     )

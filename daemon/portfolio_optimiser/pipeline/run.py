@@ -11,7 +11,7 @@ consultations and a conclusion. It never writes outputs (the daemon does) and ne
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from portfolio_optimiser.context.candidates import sources_of
@@ -40,7 +40,6 @@ from .state import (
     default_client_factory,
     materiality_of,
 )
-from .turns import in_turns
 
 __all__ = [
     "ClientFactory",
@@ -110,7 +109,15 @@ async def run_project(
             model_stop = await propose_with_model(run, context, learned, verdicts)
             if model_stop is not None:
                 stop = model_stop
-            await _review_all(run)
+            for outcome_index, outcome in enumerate(run.outcomes):
+                try:
+                    run.outcomes[outcome_index] = await review(run, outcome)
+                except Refusal as refusal:
+                    # A record the store will not keep (text from a model it cannot make safe):
+                    # the candidate keeps its validator decision, unreviewed, and the run says so.
+                    run.notes.append(
+                        f"{outcome.candidate.id}: its review could not be recorded ({refusal})"
+                    )
     except BudgetExceeded as exc:
         budget_stop = exc.which
     except TimeoutError:
@@ -164,33 +171,6 @@ async def run_project(
         models=tuple(dict.fromkeys(run.models)),
         notes=tuple(run.notes),
     )
-
-
-async def _review_all(run: RunState) -> None:
-    """Every candidate reviewed, each beside the others' model calls (``in_turns``): each one's
-    outcome kept as it ends, so a budget spent or a timeout keeps the reviews that ended before
-    it; what each noted added in the candidates' order."""
-    views = [run.for_candidate() for _ in run.outcomes]
-
-    def reviewing(index: int, view: RunState) -> Callable[[], Awaitable[None]]:
-        async def one() -> None:
-            outcome = run.outcomes[index]
-            try:
-                run.outcomes[index] = await review(view, outcome)
-            except Refusal as refusal:
-                # A record the store will not keep (text from a model it cannot make safe): the
-                # candidate keeps its validator decision, unreviewed, and the run says so.
-                view.notes.append(
-                    f"{outcome.candidate.id}: its review could not be recorded ({refusal})"
-                )
-
-        return one
-
-    try:
-        await in_turns(run.turn, [reviewing(i, view) for i, view in enumerate(views)])
-    finally:
-        for view in views:
-            run.adopt(view)
 
 
 def _lines(project: Project, candidates: Sequence[Candidate]) -> dict[str, LineFacts]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -29,7 +29,6 @@ from .budget import TokenMeter
 from .clients._errors import release
 from .outbound import OutboundMiddleware, TermsHolder, default_cap_options
 from .outcome import CandidateRun
-from .turns import ModelTurn
 
 __all__ = [
     "ClientFactory",
@@ -172,18 +171,6 @@ class RunState:
     """What experts rejected twice, by codes and measure type."""
     portfolio: Mapping[str, Project] = field(default_factory=dict)
     """The ingested projects by id: the size an approval elsewhere was judged at."""
-    turn: ModelTurn = field(default_factory=ModelTurn)
-    """The run's consultations, one at a time (``turns``)."""
-
-    def for_candidate(self) -> RunState:
-        """The run as one candidate's review sees it: the same clients, terms, store and turn, but
-        notes and models of its own, which ``adopt`` adds in the candidates' order (reviews run
-        beside each other, and may end in any order)."""
-        return replace(self, notes=[], models=[])
-
-    def adopt(self, reviewed: RunState) -> None:
-        self.notes.extend(reviewed.notes)
-        self.models.extend(reviewed.models)
 
     async def arecord(self, draft: Any) -> StoredRecord:
         """Staged: durable with the batch the store commits next, and at the latest when the run

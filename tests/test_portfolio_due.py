@@ -16,14 +16,20 @@ from typing import Any
 import pytest
 import structlog
 
-from portfolio_optimiser.config import load_config
+from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.reference import reference_candidates
 from portfolio_optimiser.daemon.ingested import IngestedProjects
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Due, Portfolio
 from portfolio_optimiser.daemon.processor import Processor
-from portfolio_optimiser.daemon.versions import portfolio_version
+from portfolio_optimiser.daemon.versions import (
+    own_part,
+    reference_keys,
+    reference_part,
+    version_of,
+)
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.pipeline.local import local_candidates
 
@@ -46,13 +52,15 @@ def _said(due: list[Due]) -> list[tuple[str, str, bool]]:
     return sorted((d.folder.name, d.identity, d.restore) for d in due)
 
 
-def settled(root: Path, projects: Sequence[SyntheticProject]) -> Workspace:
+def settled(
+    root: Path, projects: Sequence[SyntheticProject], config: Config | None = None
+) -> Workspace:
     """A workspace whose inbox took ``projects``, each run and settled by the daemon."""
     ws = Workspace.at(root, environ={})
     ws.ensure()
     for project in projects:
         project.write(ws.inbox_projects / project.project_id)
-    run_once(ws, load_config(), log=LOG, environ=ENV)
+    run_once(ws, config or load_config(), log=LOG, environ=ENV)
     return ws
 
 
@@ -108,7 +116,9 @@ def test_a_version_from_its_two_parts_is_the_version_of_every_candidate_at_once(
                 if not c.origin.startswith("measure-option:")
             )
             expected = hashlib.sha256("\n".join(added).encode()).hexdigest()[:16] if added else ""
-            assert portfolio_version(project, snapshot, teaching) == expected, folder.name
+            keys = reference_keys(reference_candidates(project, snapshot))
+            version = version_of(own_part(project, teaching), reference_part(project.id, keys))
+            assert version == expected, folder.name
             versions += bool(expected)
         assert versions > 0
 

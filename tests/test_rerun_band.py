@@ -11,11 +11,12 @@ import pytest
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, within_band
 from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Portfolio
 from portfolio_optimiser.daemon.workspace import Workspace
 
 from .synthetic_ns3451 import generate_ns3451
-from .test_portfolio_due import LOG, settled
+from .test_portfolio_due import ENV, LOG, settled
 
 HELD: tuple[ReferenceKey, ...] = (
     ("231", "m2", "likely", 120_000),
@@ -60,7 +61,7 @@ def grown(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Forty projects run and settled, then two more settled beside them: the classes moved."""
     root = tmp_path_factory.mktemp("grown")
     generated = generate_ns3451(23, 42).projects
-    ws = settled(root / "ws", generated[:40])
+    ws = settled(root / "ws", generated[:40], _config(0.10))
     with Ledger.open(ws.ledger_file) as ledger:
         held = ledger.ingested.anchors()
     assert len(held) == 40, "the settling looks took no anchors"
@@ -101,3 +102,34 @@ def test_a_project_held_within_the_band_stays_held_after_a_restart(
     _now, first = _look(ws, 0.10)
     _now, again = _look(ws, 0.10)  # another process: the anchors are read back from the ledger
     assert again == first
+
+
+@pytest.mark.loadbearing
+def test_the_same_bundle_dropped_again_is_held_as_its_folder_is(
+    grown: Path, tmp_path: Path
+) -> None:
+    ws = _copy(grown, tmp_path)
+    run_once(ws, _config(0.10), log=LOG, environ=ENV)  # what is due runs; the rest is held
+    now, due = _look(ws, 0.10)
+    with Ledger.open(ws.ledger_file) as ledger:
+        anchors, latest = ledger.ingested.anchors(), dict(ledger.records.latest_runs())
+    assert due == []
+    held = sorted(n for n in now if now[n] != anchors[n].keys)
+    assert held, "no project is held within the band"
+    runs = sorted((ws.outbox / "runs" / held[0]).iterdir())
+    shutil.copytree(ws.bundles_projects / held[0], ws.inbox_projects / f"{held[0]}-again")
+    run_once(ws, _config(0.10), log=LOG, environ=ENV)
+    with Ledger.open(ws.ledger_file) as ledger:
+        assert dict(ledger.records.latest_runs())[held[0]] == latest[held[0]]
+    assert sorted((ws.outbox / "runs" / held[0]).iterdir()) == runs, "it ran again"
+
+
+def test_with_no_band_no_anchors_are_kept_and_a_band_set_later_starts_afresh(
+    grown: Path, tmp_path: Path
+) -> None:
+    exact = _copy(grown, tmp_path / "exact")
+    _now, due_exact = _look(exact, 0.0)
+    with Ledger.open(exact.ledger_file) as ledger:
+        assert ledger.ingested.anchors() == {}
+    _now, due = _look(exact, 0.10)  # nothing to hold to: each folder's keys now are its anchor
+    assert due == due_exact

@@ -146,9 +146,11 @@ class LedgerIngested:
             found[str(folder)] = Anchor(str(content), held)
         return found
 
-    def keep_anchors(self, moved: Iterable[tuple[str, Anchor]]) -> None:
-        """Anchors taken since: (folder, anchor) each, in one transaction."""
-        statements: list[tuple[str, tuple[object, ...]]] = [
+    def keep_anchors(self, moved: Iterable[tuple[str, Anchor]], *, clear: bool = False) -> None:
+        """Anchors taken since: (folder, anchor) each, in one transaction; every other one gone
+        first when ``clear``."""
+        statements: list[tuple[str, tuple[object, ...]]] = [("DELETE FROM anchors", ())] * clear
+        statements += [
             (
                 "INSERT INTO anchors (folder, content, keys) VALUES (?, ?, ?)"
                 " ON CONFLICT (folder) DO UPDATE SET"

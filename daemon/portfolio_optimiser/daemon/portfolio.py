@@ -5,9 +5,11 @@ Decides which ingested projects are due: those whose identity now is not their l
 run's — because the reference classes or the approved verdicts moved under them, including back
 to candidates an earlier run of theirs already gave (then that run stands again, run for
 nothing). A project's reference candidates are held to those its identity was last computed
-from while their savings move within ``[reference] rerun_band`` (``within_band``). Offline a
-rerun costs nothing; with a model its unchanged candidates reuse the checker's standing
-conclusions, but the proposer is asked again (a proposal is a run's own).
+from while their savings move within ``[reference] rerun_band`` (``within_band``; off unless
+set, and then no anchors are kept), and a run of such an identity measures its savings afresh:
+within the band of those its identity holds, not equal to them. Offline a rerun costs nothing;
+with a model its unchanged candidates reuse the checker's standing conclusions, but the proposer
+is asked again (a proposal is a run's own).
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from .teaching import Teaching
 from .versions import (
     own_inputs,
     own_part,
-    portfolio_version,
     reference_keys,
     reference_part,
     run_identity,
@@ -216,8 +217,40 @@ class Portfolio:
         (raises ``BundleError`` for a bad one)."""
         project = load_ir_projections(bundle)
         snapshot = self.references().assess(project)
-        version = portfolio_version(project, snapshot, self.teaching())
+        keys = reference_keys(reference_candidates(project, snapshot))
+        # Settled, a bundle is its project's folder: the same bundle dropped again is held as a
+        # look holds that folder (a claim only reads the anchors: it may never settle).
+        held = self._held(self.ledger, project.id, content, keys, None)
+        version = version_of(own_part(project, self.teaching()), reference_part(project.id, held))
         return run_identity(content, version), snapshot
+
+    def _held(
+        self,
+        ledger: Ledger,
+        name: str,
+        content: str,
+        keys: tuple[ReferenceKey, ...],
+        moved: list[tuple[str, Anchor]] | None,
+    ) -> tuple[ReferenceKey, ...]:
+        """The reference candidates a folder's identity is computed from: those its anchor holds
+        while ``keys`` stay within the band of them and its content is the anchor's, else
+        ``keys``, which become its anchor when ``moved`` takes them. With no band, ``keys``
+        (and no anchors are kept: a band set later starts from none)."""
+        band = self.config.reference.rerun_band
+        if self._anchors is None:
+            self._anchors = ledger.ingested.anchors()
+            if not band and self._anchors:
+                ledger.ingested.keep_anchors([], clear=True)
+                self._anchors = {}
+        if not band:
+            return keys
+        held = self._anchors.get(name)
+        if held is not None and held.content == content and within_band(held.keys, keys, band):
+            return held.keys
+        if moved is not None:
+            anchor = self._anchors[name] = Anchor(content, keys)
+            moved.append((name, anchor))
+        return keys
 
     def due(self, ledger: Ledger) -> list[Due]:
         """Ingested projects whose identity now is not their latest run's, by folder name.
@@ -241,10 +274,10 @@ class Portfolio:
         if self._own is None:
             self._own = ledger.ingested.versions()
         latest = ledger.records.latest_runs()
-        if self._anchors is None:
-            self._anchors = ledger.ingested.anchors()
-        anchors, band = self._anchors, self.config.reference.rerun_band
         moved: list[tuple[str, Anchor]] = []
+        if self._anchors:
+            for gone in self._anchors.keys() - looked.keys():
+                del self._anchors[gone]  # its ledger row went with it
         computed: list[tuple[str, str, list[str], frozenset[str]]] = []
         identities = []
         for name, (folder, content, prices, _ir) in looked.items():
@@ -272,12 +305,9 @@ class Portfolio:
                 if project is None:
                     continue
                 key = reference_keys(reference_candidates(project, references.assess(project)))
-            held = anchors.get(name)
-            if held is None or held.content != content or not within_band(held.keys, key, band):
-                held = anchors[name] = Anchor(content, key)
-                moved.append((name, held))
+            held = self._held(ledger, name, content, key, moved)
             identity = run_identity(
-                content, version_of(own[1], reference_part(prices.project_id, held.keys))
+                content, version_of(own[1], reference_part(prices.project_id, held))
             )
             self._memo[name] = (content, taught, key, identity)
             identities.append((folder, prices, identity))

@@ -20,7 +20,6 @@ from portfolio_optimiser.context.models import (
     identity_literal,
     mint_candidate_id,
 )
-from portfolio_optimiser.context.reference import ProjectReferences, reference_candidates
 from portfolio_optimiser.context.reference_sweep import ReferenceKey
 from portfolio_optimiser.pipeline.local import local_candidates
 
@@ -31,21 +30,11 @@ __all__ = [
     "VERSION_INPUTS",
     "own_inputs",
     "own_part",
-    "portfolio_version",
     "reference_keys",
     "reference_part",
     "run_identity",
     "version_of",
 ]
-
-
-def portfolio_version(project: Project, references: ProjectReferences, teaching: Teaching) -> str:
-    """The candidates the portfolio adds to the project's own list — each id with its saving and
-    grade, which move under a standing id — as one digest; "" when it adds none."""
-    found = reference_candidates(project, references)
-    return version_of(
-        own_part(project, teaching), reference_part(project.id, reference_keys(found))
-    )
 
 
 def own_part(project: Project, teaching: Teaching) -> list[str]:

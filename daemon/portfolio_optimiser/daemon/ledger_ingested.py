@@ -149,7 +149,9 @@ class LedgerIngested:
     def keep_anchors(self, moved: Iterable[tuple[str, Anchor]], *, clear: bool = False) -> None:
         """Anchors taken since: (folder, anchor) each, in one transaction; every other one gone
         first when ``clear``."""
-        statements: list[tuple[str, tuple[object, ...]]] = [("DELETE FROM anchors", ())] * clear
+        statements: list[tuple[str, tuple[object, ...]]] = (
+            [("DELETE FROM anchors", ())] if clear else []
+        )
         statements += [
             (
                 "INSERT INTO anchors (folder, content, keys) VALUES (?, ?, ?)"

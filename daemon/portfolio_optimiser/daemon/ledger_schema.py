@@ -25,7 +25,7 @@ class LedgerError(UserError):
 
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (

@@ -5,7 +5,8 @@ take of it (with its priced posts and size, which its reference candidates are f
 start reads this, not every bundle; a folder whose identity moved is read again, as is one an
 earlier version indexed (its classes alone).
 And each folder's own part of its portfolio version with the digest of what it was computed
-from, so a look at the reruns reads a bundle only when that moved. Written by the processor alone
+from, so a look at the reruns reads a bundle only when that moved; and, under a rerun band, the
+reference candidates its identity holds (its anchor). Written by the processor alone
 (it rebuilds the classes and looks at the reruns), on the ledger's connection."""
 
 from __future__ import annotations
@@ -146,13 +147,9 @@ class LedgerIngested:
             found[str(folder)] = Anchor(str(content), held)
         return found
 
-    def keep_anchors(self, moved: Iterable[tuple[str, Anchor]], *, clear: bool = False) -> None:
-        """Anchors taken since: (folder, anchor) each, in one transaction; every other one gone
-        first when ``clear``."""
-        statements: list[tuple[str, tuple[object, ...]]] = (
-            [("DELETE FROM anchors", ())] if clear else []
-        )
-        statements += [
+    def keep_anchors(self, moved: Iterable[tuple[str, Anchor]]) -> None:
+        """Anchors taken since: (folder, anchor) each, in one transaction."""
+        statements: list[tuple[str, tuple[object, ...]]] = [
             (
                 "INSERT INTO anchors (folder, content, keys) VALUES (?, ?, ?)"
                 " ON CONFLICT (folder) DO UPDATE SET"
@@ -163,6 +160,10 @@ class LedgerIngested:
         ]
         if statements:
             self._db.write_all(statements)
+
+    def clear_anchors(self) -> None:
+        """Every anchor gone (a band turned off: one set later starts from none)."""
+        self._db.write_all([("DELETE FROM anchors", ())])
 
 
 def _prices(project_id: str, category: str | None, kept: str) -> ProjectPrices:

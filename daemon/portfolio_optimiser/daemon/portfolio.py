@@ -237,20 +237,25 @@ class Portfolio:
         ``keys``, which become its anchor when ``moved`` takes them. With no band, ``keys``
         (and no anchors are kept: a band set later starts from none)."""
         band = self.config.reference.rerun_band
-        if self._anchors is None:
-            self._anchors = ledger.ingested.anchors()
-            if not band and self._anchors:
-                ledger.ingested.keep_anchors([], clear=True)
-                self._anchors = {}
+        anchors = self._anchored(ledger)
         if not band:
             return keys
-        held = self._anchors.get(name)
+        held = anchors.get(name)
         if held is not None and held.content == content and within_band(held.keys, keys, band):
             return held.keys
         if moved is not None:
-            anchor = self._anchors[name] = Anchor(content, keys)
+            anchor = anchors[name] = Anchor(content, keys)
             moved.append((name, anchor))
         return keys
+
+    def _anchored(self, ledger: Ledger) -> dict[str, Anchor]:
+        """The anchors, read from the ledger once; with no band none are kept."""
+        if self._anchors is None:
+            self._anchors = ledger.ingested.anchors()
+            if self._anchors and not self.config.reference.rerun_band:
+                ledger.ingested.clear_anchors()
+                self._anchors = {}
+        return self._anchors
 
     def due(self, ledger: Ledger) -> list[Due]:
         """Ingested projects whose identity now is not their latest run's, by folder name.

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .teaching import Teaching
 
 __all__ = [
-    "VERSION_INPUTS",
     "own_inputs",
     "own_part",
     "reference_keys",

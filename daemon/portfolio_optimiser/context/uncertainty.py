@@ -1,0 +1,337 @@
+"""A cost as a distribution: triple estimates simulated together, with correlation, seeded.
+
+Norwegian projects are steered by two quantiles of their cost, not by the base estimate: the
+styringsramme (P50) and the kostnadsramme (P85), set from triple estimates (low / most likely /
+high) of the cost's elements. This module computes those quantiles, and what a measure does to
+them, by a Monte Carlo simulation that is a pure function of its inputs and its seed, so the
+validator can recompute every figure exactly.
+
+* **Marginals.** An element is PERT (a beta on ``[low, high]`` with its mode at ``likely``,
+  shape ``1 + 4 (likely - low) / (high - low)`` and ``1 + 4 (high - likely) / (high - low)``) or
+  triangular. A triangular quantile is closed-form; a PERT quantile is taken from the element's
+  distribution function tabulated on ``GRID`` points and inverted linearly (the exact inverse,
+  ``betaincinv``, costs two microseconds a sample: forty seconds for two thousand elements).
+  A normal element has its mean at ``likely`` and ``low`` and ``high`` as its P10 and P90 (it is
+  symmetric, and unbounded). An event (``probability`` below 1) costs its draw when it happens
+  and nothing otherwise.
+* **Correlation** by a Gaussian copula with one factor a group: an element of a group with
+  coefficient ``rho`` draws its normal score as ``sqrt(rho) F + sqrt(1 - rho) e``, so two elements
+  of a group correlate at ``rho`` in their scores, and elements of different groups (or of none)
+  are independent. Ignoring a correlation understates the spread, and so P85.
+* **Common random numbers.** Each element's and each group's draws come from a generator seeded
+  by the seed and the element's (or group's) own name: adding an element moves no other draw, and
+  a measure is applied to the very samples the frame was computed on, so its effect is not
+  drowned in sampling noise. Measures are applied alone (each one's effect) and together (their
+  joint effect: effects do not add at a quantile).
+* **Enough samples.** The sample count doubles from ``samples`` until P85's distribution-free
+  95 % interval is within ``STABLE_TO`` of it (or ``MAX_SAMPLES`` is reached, which says so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import special
+
+__all__ = [
+    "GRID",
+    "MAX_SAMPLES",
+    "QUANTILES",
+    "SAMPLES",
+    "STABLE_TO",
+    "Delta",
+    "Effect",
+    "Element",
+    "Simulation",
+    "simulate",
+]
+
+Floats = NDArray[np.float64]
+Distribution = Literal["pert", "triangular", "normal"]
+
+QUANTILES: Final = {"p10": 0.10, "p50": 0.50, "p85": 0.85, "p90": 0.90}
+SAMPLES: Final = 10_000
+MAX_SAMPLES: Final = 320_000
+STABLE_TO: Final = 0.005
+"""P85's 95 % interval, as a share of P85, that the sample count must reach."""
+GRID: Final = 513
+"""Points a PERT distribution function is tabulated on, to be inverted."""
+SCORE_STEP: Final = 0.005
+SCORES: Final = np.arange(-8.0, 8.0 + SCORE_STEP / 2, SCORE_STEP)
+"""The normal scores each marginal is tabulated at: a draw beyond eight deviations (one in
+10^15) takes the table's end."""
+P90_SCORE: Final = float(special.ndtri(0.9))
+CURVE_POINTS: Final = 101
+"""The S-curve: the total at 0 %, 1 %, … 100 %."""
+
+
+@dataclass(frozen=True)
+class Element:
+    """One uncertain part of a cost: its triple estimate, its distribution and its group."""
+
+    id: str
+    low: float
+    likely: float
+    high: float
+    distribution: Distribution = "pert"
+    group: str | None = None
+    probability: float = 1.0
+    """Below 1: an event, costing its draw with this probability and nothing otherwise."""
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.likely <= self.high:
+            raise ValueError(f"{self.id}: low, likely and high must be in rising order")
+        if self.distribution == "normal" and not math.isclose(
+            self.likely - self.low, self.high - self.likely, rel_tol=1e-9, abs_tol=1e-9
+        ):
+            raise ValueError(
+                f"{self.id}: a normal element's likely must be midway from low to high"
+            )
+        if not 0.0 < self.probability <= 1.0:
+            raise ValueError(f"{self.id}: a probability must be above 0 and at most 1")
+
+    @property
+    def mean(self) -> float:
+        """The marginal's mean (PERT: ``(low + 4 likely + high) / 6``), times its probability."""
+        mean: float
+        if self.distribution == "pert":
+            mean = (self.low + 4 * self.likely + self.high) / 6
+        elif self.distribution == "normal":
+            mean = self.likely
+        else:
+            mean = (self.low + self.likely + self.high) / 3
+        return self.probability * mean
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A measure applied to the simulated cost: each sample is lowered by ``share`` of the sum of
+    its elements' draws in that sample (a measure that cuts a share of a scope cuts the same share
+    of its uncertainty)."""
+
+    id: str
+    shares: Mapping[str, float]
+    """Element id → the share of that element the measure removes."""
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What a measure (or a set of them) does to the frame's quantiles: negative lowers them."""
+
+    p50: float
+    p85: float
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """The simulated total: its quantiles, S-curve, largest contributors and measures' deltas."""
+
+    seed: int
+    samples: int
+    mean: float
+    quantiles: Mapping[str, float]
+    curve: tuple[float, ...]
+    """The total at 0 %, 1 %, … 100 % of the samples (``CURVE_POINTS``)."""
+    contributions: tuple[tuple[str, float], ...]
+    """Each element's share of the total's standard deviation (its covariance with the total over
+    the total's deviation: they add up to it), largest first."""
+    deviation: float
+    stable_to: float
+    """Half P85's distribution-free 95 % interval, as a share of P85."""
+    effects: Mapping[str, Delta] = field(default_factory=dict)
+    joint: Delta | None = None
+
+
+def _stream(seed: int, name: str) -> np.random.Generator:
+    """A generator of its own for ``name``: a stable hash of it and the seed (never Python's
+    ``hash``, which a process salts)."""
+    digest = hashlib.sha256(name.encode("utf-8")).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return np.random.default_rng([seed & 0xFFFFFFFF, *words])
+
+
+def _cdf_table(shape_a: float, shape_b: float) -> Floats:
+    """A standard beta's distribution function on ``GRID`` evenly spaced points of [0, 1]."""
+    cdf: Floats = special.betainc(shape_a, shape_b, np.linspace(0.0, 1.0, GRID))
+    cdf[0], cdf[-1] = 0.0, 1.0
+    return cdf
+
+
+class _Marginals:
+    """Each element's draws from its normal scores: its quantile function composed with the
+    normal distribution function, tabulated on ``SCORES`` (smooth in the score, even where the
+    quantile function is steep) and interpolated linearly — a few passes over the samples, where
+    a search of a table per sample took twelve times as long."""
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[str, float], Floats] = {}
+        self._x = np.linspace(0.0, 1.0, GRID)
+        self._u = special.ndtr(SCORES)
+
+    def _standard(self, distribution: Distribution, r: float) -> Floats:
+        """The standard marginal (on [0, 1], mode ``r``) at each of ``SCORES``."""
+        found = self._tables.get((distribution, r))
+        if found is None:
+            u = self._u
+            if distribution == "triangular":
+                found = np.where(u < r, np.sqrt(u * r), 1.0 - np.sqrt((1.0 - u) * (1.0 - r)))
+            else:
+                cdf = _cdf_table(1.0 + 4.0 * r, 1.0 + 4.0 * (1.0 - r))
+                found = np.interp(u, cdf, self._x)
+            self._tables[(distribution, r)] = found
+        return found
+
+    def draws(self, element: Element, score: Floats) -> Floats:
+        low, width = element.low, element.high - element.low
+        if width <= 0:
+            return np.full(len(score), float(low))
+        if element.distribution == "normal":
+            scaled: Floats = element.likely + (width / 2 / P90_SCORE) * score
+            return scaled
+        table = self._standard(element.distribution, (element.likely - low) / width)
+        at = np.clip((score - SCORES[0]) * (1.0 / SCORE_STEP), 0.0, len(SCORES) - 1.000001)
+        k = at.astype(np.intp)
+        before = table[k]
+        standard = before + (at - k) * (table[k + 1] - before)
+        drawn: Floats = low + width * standard
+        return drawn
+
+
+def _normal_scores(
+    elements: Sequence[Element], rho: Mapping[str, float], seed: int, n: int
+) -> Iterable[tuple[Element, Floats, np.random.Generator]]:
+    factors: dict[str, Floats] = {}
+    for element in elements:
+        stream = _stream(seed, "element:" + element.id)
+        own = stream.standard_normal(n)
+        coefficient = rho.get(element.group, 0.0) if element.group else 0.0
+        if coefficient > 0.0:
+            assert element.group is not None
+            factor = factors.get(element.group)
+            if factor is None:
+                factor = factors[element.group] = _stream(
+                    seed, "group:" + element.group
+                ).standard_normal(n)
+            own = math.sqrt(coefficient) * factor + math.sqrt(1.0 - coefficient) * own
+        yield element, own, stream
+
+
+def _draws(
+    elements: Sequence[Element],
+    rho: Mapping[str, float],
+    effects: Sequence[Effect],
+    seed: int,
+    n: int,
+) -> tuple[Floats, Floats, list[Floats]]:
+    """(the total of each sample, each element's covariance with it, each effect's removal in
+    each sample).
+
+    An element's covariance with the total is its covariance with its own group's sum (with
+    itself, alone in no group): elements of different groups are independent, so that is what
+    the rest of the total adds in expectation, and only one group's draws are held at a time."""
+    marginals = _Marginals()
+    total = np.zeros(n)
+    removed = [np.zeros(n) for _ in effects]
+    covariance = np.zeros(len(elements))
+    place = {element.id: i for i, element in enumerate(elements)}
+    group: list[tuple[int, Floats]] = []
+    current: str | None = None
+
+    def close_group() -> None:
+        if not group:
+            return
+        summed = np.sum([x for _i, x in group], axis=0)
+        centred = summed - summed.mean()
+        for i, x in group:
+            covariance[i] = float(np.dot(x - x.mean(), centred)) / n
+        group.clear()
+
+    ordered = sorted(elements, key=lambda e: (e.group is not None, e.group or ""))
+    for element, score, stream in _normal_scores(ordered, rho, seed, n):
+        x = marginals.draws(element, score)
+        if element.probability < 1.0:
+            x = np.where(stream.random(n) < element.probability, x, 0.0)
+        total += x
+        for i, effect in enumerate(effects):
+            share = effect.shares.get(element.id)
+            if share is not None:
+                removed[i] += share * x
+        if element.group != current:
+            close_group()
+            current = element.group
+        if element.group is None:
+            covariance[place[element.id]] = float(x.var())
+        else:
+            group.append((place[element.id], x))
+    close_group()
+    return total, covariance, removed
+
+
+def _quantiles(total: Floats) -> dict[str, float]:
+    found = np.quantile(total, list(QUANTILES.values()))
+    return {name: float(v) for name, v in zip(QUANTILES, found, strict=True)}
+
+
+def _stability(total: Floats) -> float:
+    """Half the distribution-free 95 % interval of P85 (its order statistics), as a share of it."""
+    n = len(total)
+    half = 1.96 * math.sqrt(0.85 * 0.15 / n)
+    lo, hi = np.quantile(total, [max(0.85 - half, 0.0), min(0.85 + half, 1.0)])
+    p85 = float(np.quantile(total, 0.85))
+    return float(hi - lo) / 2 / abs(p85) if p85 else 0.0
+
+
+def _delta(total: Floats, removed: Floats, base: Mapping[str, float]) -> Delta:
+    after = np.quantile(total - removed, [QUANTILES["p50"], QUANTILES["p85"]])
+    return Delta(p50=float(after[0]) - base["p50"], p85=float(after[1]) - base["p85"])
+
+
+def simulate(
+    elements: Sequence[Element],
+    *,
+    correlation: Mapping[str, float] | None = None,
+    effects: Sequence[Effect] = (),
+    seed: int,
+    samples: int = SAMPLES,
+) -> Simulation:
+    """The total of ``elements`` simulated from ``seed``: quantiles, S-curve, contributors, and
+    each of ``effects`` alone and all of them together, on the same samples."""
+    rho = dict(correlation or {})
+    for group, coefficient in rho.items():
+        if not 0.0 <= coefficient <= 1.0:
+            raise ValueError(f"correlation of {group}: {coefficient} is not between 0 and 1")
+    ids = [element.id for element in elements]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two elements share an id")
+    n = max(int(samples), 100)
+    while True:
+        total, covariance, removed = _draws(elements, rho, effects, seed, n)
+        stable_to = _stability(total)
+        if stable_to <= STABLE_TO or n >= MAX_SAMPLES:
+            break
+        n = min(n * 2, MAX_SAMPLES)
+    quantiles = _quantiles(total)
+    deviation = float(total.std())
+    order = np.argsort(-covariance, kind="stable")
+    contributions = tuple(
+        (ids[i], float(covariance[i]) / deviation if deviation else 0.0) for i in order.tolist()
+    )
+    curve = np.quantile(total, np.linspace(0.0, 1.0, CURVE_POINTS))
+    return Simulation(
+        seed=seed,
+        samples=n,
+        mean=float(total.mean()),
+        quantiles=quantiles,
+        curve=tuple(float(v) for v in curve),
+        contributions=contributions,
+        deviation=deviation,
+        stable_to=stable_to,
+        effects={e.id: _delta(total, r, quantiles) for e, r in zip(effects, removed, strict=True)},
+        joint=_delta(total, np.sum(removed, axis=0), quantiles) if effects else None,
+    )

@@ -32,7 +32,12 @@ def test_exponentials_and_logarithms_are_maths_to_the_last_digit(loops: str) -> 
     positives = np.r_[np.exp(rng.normal(0, 8, 50_000)), [1.0, 5e-324, 1.7e308]]
     assert exps(exponents).tolist() == [math.exp(v) for v in exponents.tolist()]
     assert logs(positives).tolist() == [math.log(v) for v in positives.tolist()]
-    assert (np.exp(exponents) != exps(exponents)).any(), "numpy's would serve: no test here"
+    if not (np.exp(exponents) != exps(exponents)).any():
+        # numpy's own exponential differs from the C library's only where it has AVX-512 loops;
+        # on a CPU without them the two agree, and the figures above are all there is to check.
+        pytest.skip(
+            "numpy's exp is the C library's on this CPU (no AVX-512): nothing to tell apart"
+        )
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("nan")])

@@ -162,7 +162,9 @@ def test_a_contract_breach_is_never_published(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = outputs.writer._candidate_doc
-    broken = lambda run: {k: v for k, v in real(run).items() if k != "checker"}  # noqa: E731
+    broken = lambda run, frame: {  # noqa: E731
+        k: v for k, v in real(run, frame).items() if k != "checker"
+    }
     monkeypatch.setattr(outputs.writer, "_candidate_doc", broken)
     with pytest.raises(RuntimeError, match=r"proposals\.json does not match .* bug"):
         write(mixed(), tmp_path / "ws")

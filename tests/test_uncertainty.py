@@ -107,15 +107,16 @@ def test_a_measure_is_applied_to_the_same_samples_alone_and_jointly() -> None:
         Effect("cut-fixed", {"fixed": 0.5}),
         Effect("cut-steel", {"steel": 0.1}),
     ]
-    found = simulate(elements, correlation={"market": 0.5}, effects=effects, seed=9)
+    both = Effect("both", {"fixed": 0.5, "steel": 0.1})
+    found = simulate(elements, correlation={"market": 0.5}, effects=effects, together=both, seed=9)
     # Half of a certain 300 is 150 off every sample: off every quantile, exactly.
     assert found.effects["cut-fixed"].p50 == pytest.approx(-150.0, abs=1e-9)
     assert found.effects["cut-fixed"].p85 == pytest.approx(-150.0, abs=1e-9)
     # A share of an uncertain line takes more off P85 than off P50 (its spread goes with it).
     steel = found.effects["cut-steel"]
     assert steel.p85 < steel.p50 < 0
-    # Jointly: the set applied to the same samples, which is what a lone simulation of the
-    # reduced elements gives.
+    # Jointly: the set applied to the same samples, which is what a simulation of the reduced
+    # elements gives.
     reduced = simulate(
         [
             Element("steel", 720.0, 900.0, 1440.0, group="market"),

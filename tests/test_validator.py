@@ -134,6 +134,7 @@ def test_rules_after_a_missing_code_are_skipped() -> None:
         Rule.ARITHMETIC: RuleOutcome.PASSED,
         Rule.NO_DOUBLE_COUNTING: RuleOutcome.SKIPPED,
         Rule.EVIDENCE_INSIDE_BUNDLE: RuleOutcome.PASSED,
+        Rule.FRAME_REPRODUCED: RuleOutcome.SKIPPED,
     }
     assert "not checked" in decision.receipt.check(Rule.SAVING_WITHIN_COST).detail
 
@@ -149,6 +150,7 @@ def test_rules_after_a_non_positive_saving_are_skipped() -> None:
         Rule.ARITHMETIC: RuleOutcome.SKIPPED,
         Rule.NO_DOUBLE_COUNTING: RuleOutcome.SKIPPED,
         Rule.EVIDENCE_INSIDE_BUNDLE: RuleOutcome.PASSED,
+        Rule.FRAME_REPRODUCED: RuleOutcome.SKIPPED,
     }
 
 

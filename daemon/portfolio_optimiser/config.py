@@ -90,6 +90,13 @@ class Reference(_Section):
         return ReferenceRule(**self.model_dump(exclude={"rerun_band"}))
 
 
+class Uncertainty(_Section):
+    seed: int = Field(default=3459, ge=0, lt=2**32)
+    """The uncertainty frame's seed: its figures are a function of the bundle and this."""
+    samples: int = Field(default=10_000, ge=1_000, le=320_000)
+    """Samples to begin with; doubled until P85 is stable to 0.5 %."""
+
+
 class Bundles(_Section):
     measure_types: tuple[str, ...] = ()
     """Measure types of this organisation's own, allowed beside the documented list."""
@@ -126,6 +133,7 @@ class Config(_Section):
     reasoning: Reasoning = Reasoning()
     context: Context = Context()
     reference: Reference = Reference()
+    uncertainty: Uncertainty = Uncertainty()
     bundles: Bundles = Bundles()
     daemon: Daemon = Daemon()
     scale: Scale = Scale()

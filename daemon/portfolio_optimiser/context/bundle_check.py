@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .candidates import kuttliste_candidates
 from .decisions import Accepted
+from .frame import DEFAULT_SEED, FrameSeed
 from .ir import read_ir
 from .models import CostLine, MeasureOption, Project
 from .validator import line_tolerance, validate_candidates
@@ -109,7 +110,11 @@ def _option_problems(
 
 
 def check_bundle(
-    root: Path, *, extra_types: Sequence[str] = (), units: Sequence[str] = ()
+    root: Path,
+    *,
+    extra_types: Sequence[str] = (),
+    units: Sequence[str] = (),
+    frame: FrameSeed = DEFAULT_SEED,
 ) -> BundleCheck:
     """Every problem of the bundle at ``root``; raises ``BundleError`` only for a bundle that
     cannot be walked at all."""
@@ -127,7 +132,7 @@ def check_bundle(
     if read.project is not None:
         candidates = kuttliste_candidates(read.project)
         for candidate, decision in zip(
-            candidates, validate_candidates(candidates, read.project), strict=True
+            candidates, validate_candidates(candidates, read.project, frame=frame), strict=True
         ):
             item = candidate.origin.removeprefix("measure-option:")
             if isinstance(decision, Accepted):

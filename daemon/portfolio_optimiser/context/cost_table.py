@@ -23,7 +23,9 @@ from .models import CostLine
 __all__ = ["DEFAULTS", "MAX_ROWS", "TABLE_FIELDS", "cost_table_lines", "table_cell", "table_row"]
 
 TABLE_FIELDS: Final = tuple(k for k in CostLine.model_fields if k != "source")
-DEFAULTS: Final = frozenset({"unit", "ns3451", "ns3420", "post"})
+DEFAULTS: Final = frozenset(
+    {"unit", "ns3451", "ns3420", "post", "distribution", "correlation_group"}
+)
 """The fields a table's frontmatter may give for every row: never its title, which names the
 table, nor a code or a figure, which are each line's own."""
 MAX_ROWS: Final = 10_000

@@ -19,6 +19,7 @@ class Rule(StrEnum):
     ARITHMETIC = "arithmetic"
     NO_DOUBLE_COUNTING = "no_double_counting"
     EVIDENCE_INSIDE_BUNDLE = "evidence_inside_bundle"
+    FRAME_REPRODUCED = "frame_reproduced"
 
 
 class RuleOutcome(StrEnum):

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from .cost_table import cost_table_lines
 from .errors import BundleError, BundleEscapeError, FrontmatterError, IRError
 from .frontmatter import Concept, read_concept
-from .models import CostLine, MeasureOption, Project
+from .models import CostLine, MeasureOption, Project, Uncertainty
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
 
 __all__ = ["IRRead", "bundle_files", "load_ir_projections", "minted_id", "read_ir"]
@@ -43,9 +43,11 @@ _PROJECT_KEYS = (
     "p85_nok",
     "total_budget_nok",
     "category",
+    "correlation",
 )
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
 _MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})
+_UNCERTAINTY_KEYS = tuple(k for k in Uncertainty.model_fields if k != "source")
 MAX_COST_LINES = 100_000
 """Cost lines of one bundle (a 20 000-post tender is large): each is an object in memory."""
 _NUMBER_HINT = "write a plain number without spaces or thousands separators, e.g. 12480000"
@@ -130,6 +132,7 @@ def read_ir(
     headers: list[Concept] = []
     lines: list[CostLine] = []
     options: list[MeasureOption] = []
+    risks: list[Uncertainty] = []
     problems: list[tuple[str, str]] = []
     unreadable: set[str] = set()
     """The problems that are frontmatter errors (a lone one keeps its own kind of error)."""
@@ -182,6 +185,9 @@ def read_ir(
             options.extend(
                 _build(MeasureOption, concept, _MEASURE_KEYS, problems, extra=minted, skip=untyped)
             )
+        elif kind == "uncertainty":
+            named_id = {} if concept.frontmatter.get("id") else {"id": minted_id(rel)}
+            risks.extend(_build(Uncertainty, concept, _UNCERTAINTY_KEYS, problems, extra=named_id))
 
     if untyped:
         used = sorted(types | set(known_types))
@@ -207,6 +213,7 @@ def read_ir(
         )
     problems += _duplicates(lines, "code", "cost line code")
     problems += _duplicates(options, "id", "measure option id")
+    problems += _duplicates(risks, "id", "uncertainty id")
     project = None
     if len(headers) == 1:
         concept = headers[0]
@@ -218,6 +225,7 @@ def read_ir(
             extra={
                 "cost_lines": tuple(lines),
                 "measure_options": tuple(options),
+                "uncertainties": tuple(risks),
                 "files": frozenset(rel for _, rel in files),
             },
         )
@@ -358,4 +366,13 @@ def _header_figures(project: Project, rel: str) -> list[str]:
             f"{rel} field p85_nok: {project.p85_nok!r} is below p50_nok {project.p50_nok!r}; "
             "P85 (the cost frame) is never below P50"
         )
+    grouped = [(line.source, line.correlation_group) for line in project.cost_lines]
+    grouped += [(risk.source, risk.correlation_group) for risk in project.uncertainties]
+    for source, group in grouped:
+        if group is not None and group not in project.correlation:
+            found.append(
+                f"{source} field correlation_group: {group!r} is not a group {rel} declares; "
+                f"add it to the project's correlation (e.g. correlation: {{{group}: 0.5}}) or "
+                "remove the field"
+            )
     return found

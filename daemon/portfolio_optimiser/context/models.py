@@ -26,6 +26,7 @@ __all__ = [
     "CostLine",
     "MeasureOption",
     "Project",
+    "Uncertainty",
     "candidate_key_literal",
     "identity_literal",
     "mint_candidate_id",
@@ -66,6 +67,11 @@ class CostLine(_IR):
     min_nok: Money | None = None
     likely_nok: Money | None = None
     max_nok: Money | None = None
+    distribution: Literal["pert", "triangular", "normal"] = "pert"
+    """How the triple estimate is drawn in the uncertainty frame (``context.uncertainty``)."""
+    correlation_group: str | None = Field(default=None, min_length=1, max_length=60)
+    """The correlation group the line's uncertainty moves with (the project's ``correlation``
+    gives its coefficient)."""
     ns3451: str | None = None
     """The NS 3451 building part, where the source names it."""
     ns3420: str | None = None
@@ -95,6 +101,22 @@ class CostLine(_IR):
         triple = [v for v in (self.min_nok, self.likely_nok, self.max_nok) if v is not None]
         if triple != sorted(triple):
             raise ValueError("min_nok, likely_nok and max_nok must be in rising order")
+        low, high = self.min_nok, self.max_nok
+        if low is None or high is None:
+            return self
+        likely = self.likely_nok if self.likely_nok is not None else self.amount_nok
+        if self.likely_nok is None and not low <= likely <= high:
+            raise ValueError(
+                f"amount_nok {likely!r} is outside min_nok {low!r} to max_nok {high!r}, and no "
+                "likely_nok is given; give likely_nok or correct the range"
+            )
+        if self.distribution == "normal" and not math.isclose(
+            likely - low, high - likely, rel_tol=1e-9, abs_tol=0.5
+        ):
+            raise ValueError(
+                "distribution normal is symmetric: its most likely figure must lie midway from "
+                "min_nok to max_nok (its P10 and P90); use pert or triangular for a skewed one"
+            )
         return self
 
 
@@ -110,6 +132,10 @@ class MeasureOption(_IR):
     unit: str | None = None
     unit_price_nok: Money | None = None
     latest_decision_point: str | None = None
+    delta_p50_nok: Money | None = None
+    """What the item, adopted now, does to P50, as the planner states it (the validator
+    reproduces it from the uncertainty frame, or refuses it)."""
+    delta_p85_nok: Money | None = None
     consequence: str | None = None
     description: str | None = None
     imported_from: str | None = None
@@ -118,9 +144,40 @@ class MeasureOption(_IR):
     id_minted: bool = False
     """The file named no ``id``; this one was minted from its path (``ir.minted_id``)."""
 
-    _amounts = field_validator("estimated_saving_nok", "quantity", "unit_price_nok")(
-        lambda v: v if v is None else _finite(v)
-    )
+    _amounts = field_validator(
+        "estimated_saving_nok", "quantity", "unit_price_nok", "delta_p50_nok", "delta_p85_nok"
+    )(lambda v: v if v is None else _finite(v))
+
+
+class Uncertainty(_IR):
+    """An uncertainty element beside the cost lines — a general one (the market, the
+    organisation) or an event that may happen (``probability`` below 1) — as a triple estimate
+    in NOK of what it adds (a negative figure: what it may save)."""
+
+    id: str = Field(min_length=1, max_length=80)
+    title: str = ""
+    min_nok: Money
+    likely_nok: Money
+    max_nok: Money
+    probability: float = Field(default=1.0, gt=0, le=1)
+    distribution: Literal["pert", "triangular", "normal"] = "pert"
+    correlation_group: str | None = Field(default=None, min_length=1, max_length=60)
+    source: str = ""
+
+    _amounts = field_validator("min_nok", "likely_nok", "max_nok")(_finite)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Uncertainty:
+        if not self.min_nok <= self.likely_nok <= self.max_nok:
+            raise ValueError("min_nok, likely_nok and max_nok must be in rising order")
+        if self.distribution == "normal" and not math.isclose(
+            self.likely_nok - self.min_nok, self.max_nok - self.likely_nok, abs_tol=0.5
+        ):
+            raise ValueError(
+                "distribution normal is symmetric: likely_nok must lie midway from min_nok to "
+                "max_nok (its P10 and P90); use pert or triangular for a skewed one"
+            )
+        return self
 
 
 class Project(_IR):
@@ -135,6 +192,26 @@ class Project(_IR):
     total_budget_nok: Money | None = None
     category: str | None = Field(default=None, max_length=60)
     """What kind of project (school, road, hospital): comparables come from the same kind first."""
+    correlation: dict[str, float] = Field(default_factory=dict)
+    """Each correlation group's coefficient (0 to 1): the lines of a group move together in the
+    uncertainty frame; lines of different groups, or of none, independently."""
+
+    @field_validator("correlation", mode="before")
+    @classmethod
+    def _coefficients(cls, value: object) -> object:
+        if not isinstance(value, dict):
+            return value
+        for group, coefficient in value.items():
+            if (
+                isinstance(coefficient, bool)
+                or not isinstance(coefficient, int | float)
+                or not 0 <= coefficient <= 1
+            ):
+                raise ValueError(
+                    f"group {group!r}: {coefficient!r} is not a coefficient from 0 to 1 "
+                    "(write e.g. 0.6)"
+                )
+        return {str(group): float(coefficient) for group, coefficient in value.items()}
 
     @field_validator("category", mode="before")
     @classmethod
@@ -143,6 +220,8 @@ class Project(_IR):
 
     cost_lines: tuple[CostLine, ...] = ()
     measure_options: tuple[MeasureOption, ...] = ()
+    uncertainties: tuple[Uncertainty, ...] = ()
+    """The bundle's ``type: uncertainty`` elements: in the uncertainty frame, beside its lines."""
     files: frozenset[str] = frozenset()
     """Bundle-relative paths of every markdown file inside the bundle (for evidence checks)."""
     source: str = ""
@@ -213,6 +292,9 @@ class Candidate(_IR):
     """The latest decision point its measure names (a date or a phase), for the report."""
     grade: Literal["likely", "possible"] | None = None
     """How sure a computed candidate is (a reference price's grade); None for a written one."""
+    claimed_delta_p50_nok: Money | None = None
+    """What its source says it does to P50, adopted now: a claim the validator reproduces."""
+    claimed_delta_p85_nok: Money | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -21,7 +21,7 @@ validator can recompute every figure exactly.
 * **Common random numbers.** Each element's and each group's draws come from a generator seeded
   by the seed and the element's (or group's) own name: adding an element moves no other draw, and
   a measure is applied to the very samples the frame was computed on, so its effect is not
-  drowned in sampling noise. Measures are applied alone (each one's effect) and together (their
+  drowned in sampling noise. Measures are applied alone (each one's effect) and as a set (their
   joint effect: effects do not add at a quantile).
 * **Enough samples.** The sample count doubles from ``samples`` until P85's distribution-free
   95 % interval is within ``STABLE_TO`` of it (or ``MAX_SAMPLES`` is reached, which says so).
@@ -29,6 +29,7 @@ validator can recompute every figure exactly.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -66,6 +67,7 @@ SCORE_STEP: Final = 0.005
 SCORES: Final = np.arange(-8.0, 8.0 + SCORE_STEP / 2, SCORE_STEP)
 """The normal scores each marginal is tabulated at: a draw beyond eight deviations (one in
 10^15) takes the table's end."""
+_SCORE_SHARES: Final = special.ndtr(SCORES)
 P90_SCORE: Final = float(special.ndtri(0.9))
 CURVE_POINTS: Final = 101
 """The S-curve: the total at 0 %, 1 %, … 100 %."""
@@ -146,6 +148,7 @@ class Simulation:
     """Half P85's distribution-free 95 % interval, as a share of P85."""
     effects: Mapping[str, Delta] = field(default_factory=dict)
     joint: Delta | None = None
+    """``together``'s effect: a set of measures applied at once."""
 
 
 def _stream(seed: int, name: str) -> np.random.Generator:
@@ -163,44 +166,38 @@ def _cdf_table(shape_a: float, shape_b: float) -> Floats:
     return cdf
 
 
-class _Marginals:
-    """Each element's draws from its normal scores: its quantile function composed with the
-    normal distribution function, tabulated on ``SCORES`` (smooth in the score, even where the
-    quantile function is steep) and interpolated linearly — a few passes over the samples, where
-    a search of a table per sample took twelve times as long."""
+@functools.lru_cache(maxsize=256)
+def _standard(distribution: Distribution, r: float) -> Floats:
+    """The standard marginal (on [0, 1], mode ``r``) at each of ``SCORES``: its quantile function
+    composed with the normal distribution function, smooth in the score even where the quantile
+    function is steep. Kept for the shapes last used (25 kB each): a project's lines share few."""
+    u = _SCORE_SHARES
+    if distribution == "triangular":
+        found: Floats = np.where(u < r, np.sqrt(u * r), 1.0 - np.sqrt((1.0 - u) * (1.0 - r)))
+    else:
+        cdf = _cdf_table(1.0 + 4.0 * r, 1.0 + 4.0 * (1.0 - r))
+        found = np.interp(u, cdf, np.linspace(0.0, 1.0, GRID))
+    found.flags.writeable = False  # shared by every later call
+    return found
 
-    def __init__(self) -> None:
-        self._tables: dict[tuple[str, float], Floats] = {}
-        self._x = np.linspace(0.0, 1.0, GRID)
-        self._u = special.ndtr(SCORES)
 
-    def _standard(self, distribution: Distribution, r: float) -> Floats:
-        """The standard marginal (on [0, 1], mode ``r``) at each of ``SCORES``."""
-        found = self._tables.get((distribution, r))
-        if found is None:
-            u = self._u
-            if distribution == "triangular":
-                found = np.where(u < r, np.sqrt(u * r), 1.0 - np.sqrt((1.0 - u) * (1.0 - r)))
-            else:
-                cdf = _cdf_table(1.0 + 4.0 * r, 1.0 + 4.0 * (1.0 - r))
-                found = np.interp(u, cdf, self._x)
-            self._tables[(distribution, r)] = found
-        return found
-
-    def draws(self, element: Element, score: Floats) -> Floats:
-        low, width = element.low, element.high - element.low
-        if width <= 0:
-            return np.full(len(score), float(low))
-        if element.distribution == "normal":
-            scaled: Floats = element.likely + (width / 2 / P90_SCORE) * score
-            return scaled
-        table = self._standard(element.distribution, (element.likely - low) / width)
-        at = np.clip((score - SCORES[0]) * (1.0 / SCORE_STEP), 0.0, len(SCORES) - 1.000001)
-        k = at.astype(np.intp)
-        before = table[k]
-        standard = before + (at - k) * (table[k + 1] - before)
-        drawn: Floats = low + width * standard
-        return drawn
+def _draws_of(element: Element, score: Floats) -> Floats:
+    """An element's draws from its normal scores: its standard marginal's table (``_standard``)
+    interpolated linearly — a few passes over the samples, where a search of a table per sample
+    took twelve times as long."""
+    low, width = element.low, element.high - element.low
+    if width <= 0:
+        return np.full(len(score), float(low))
+    if element.distribution == "normal":
+        scaled: Floats = element.likely + (width / 2 / P90_SCORE) * score
+        return scaled
+    table = _standard(element.distribution, (element.likely - low) / width)
+    at = np.clip((score - SCORES[0]) * (1.0 / SCORE_STEP), 0.0, len(SCORES) - 1.000001)
+    k = at.astype(np.intp)
+    before = table[k]
+    standard = before + (at - k) * (table[k + 1] - before)
+    drawn: Floats = low + width * standard
+    return drawn
 
 
 def _normal_scores(
@@ -235,7 +232,6 @@ def _draws(
     An element's covariance with the total is its covariance with its own group's sum (with
     itself, alone in no group): elements of different groups are independent, so that is what
     the rest of the total adds in expectation, and only one group's draws are held at a time."""
-    marginals = _Marginals()
     total = np.zeros(n)
     removed = [np.zeros(n) for _ in effects]
     covariance = np.zeros(len(elements))
@@ -254,7 +250,7 @@ def _draws(
 
     ordered = sorted(elements, key=lambda e: (e.group is not None, e.group or ""))
     for element, score, stream in _normal_scores(ordered, rho, seed, n):
-        x = marginals.draws(element, score)
+        x = _draws_of(element, score)
         if element.probability < 1.0:
             x = np.where(stream.random(n) < element.probability, x, 0.0)
         total += x
@@ -273,18 +269,26 @@ def _draws(
     return total, covariance, removed
 
 
-def _quantiles(total: Floats) -> dict[str, float]:
-    found = np.quantile(total, list(QUANTILES.values()))
+def _at(ordered: Floats, shares: Sequence[float] | Floats) -> Floats:
+    """Sorted samples' quantiles at ``shares``, as ``np.quantile`` takes them (linearly between
+    the two order statistics about ``share * (n - 1)``), without sorting again for each."""
+    place = np.asarray(shares, dtype=np.float64) * (len(ordered) - 1)
+    below = np.floor(place).astype(np.intp)
+    above = np.minimum(below + 1, len(ordered) - 1)
+    found: Floats = ordered[below] + (place - below) * (ordered[above] - ordered[below])
+    return found
+
+
+def _quantiles(ordered: Floats) -> dict[str, float]:
+    found = _at(ordered, list(QUANTILES.values()))
     return {name: float(v) for name, v in zip(QUANTILES, found, strict=True)}
 
 
-def _stability(total: Floats) -> float:
+def _stability(ordered: Floats) -> float:
     """Half the distribution-free 95 % interval of P85 (its order statistics), as a share of it."""
-    n = len(total)
-    half = 1.96 * math.sqrt(0.85 * 0.15 / n)
-    lo, hi = np.quantile(total, [max(0.85 - half, 0.0), min(0.85 + half, 1.0)])
-    p85 = float(np.quantile(total, 0.85))
-    return float(hi - lo) / 2 / abs(p85) if p85 else 0.0
+    half = 1.96 * math.sqrt(0.85 * 0.15 / len(ordered))
+    lo, p85, hi = _at(ordered, [max(0.85 - half, 0.0), 0.85, min(0.85 + half, 1.0)]).tolist()
+    return (hi - lo) / 2 / abs(p85) if p85 else 0.0
 
 
 def _delta(total: Floats, removed: Floats, base: Mapping[str, float]) -> Delta:
@@ -297,11 +301,13 @@ def simulate(
     *,
     correlation: Mapping[str, float] | None = None,
     effects: Sequence[Effect] = (),
+    together: Effect | None = None,
     seed: int,
     samples: int = SAMPLES,
 ) -> Simulation:
-    """The total of ``elements`` simulated from ``seed``: quantiles, S-curve, contributors, and
-    each of ``effects`` alone and all of them together, on the same samples."""
+    """The total of ``elements`` simulated from ``seed``: quantiles, S-curve, contributors, each
+    of ``effects`` alone, and ``together`` (a set of measures as one effect: ``joint``), all on
+    the same samples."""
     rho = dict(correlation or {})
     for group, coefficient in rho.items():
         if not 0.0 <= coefficient <= 1.0:
@@ -311,18 +317,21 @@ def simulate(
         raise ValueError("two elements share an id")
     n = max(int(samples), 100)
     while True:
-        total, covariance, removed = _draws(elements, rho, effects, seed, n)
-        stable_to = _stability(total)
+        total, covariance, removed = _draws(
+            elements, rho, [*effects, *([together] if together else [])], seed, n
+        )
+        ordered = np.sort(total)
+        stable_to = _stability(ordered)
         if stable_to <= STABLE_TO or n >= MAX_SAMPLES:
             break
         n = min(n * 2, MAX_SAMPLES)
-    quantiles = _quantiles(total)
+    quantiles = _quantiles(ordered)
     deviation = float(total.std())
     order = np.argsort(-covariance, kind="stable")
     contributions = tuple(
         (ids[i], float(covariance[i]) / deviation if deviation else 0.0) for i in order.tolist()
     )
-    curve = np.quantile(total, np.linspace(0.0, 1.0, CURVE_POINTS))
+    curve = _at(ordered, np.linspace(0.0, 1.0, CURVE_POINTS))
     return Simulation(
         seed=seed,
         samples=n,
@@ -332,6 +341,6 @@ def simulate(
         contributions=contributions,
         deviation=deviation,
         stable_to=stable_to,
-        effects={e.id: _delta(total, r, quantiles) for e, r in zip(effects, removed, strict=True)},
-        joint=_delta(total, np.sum(removed, axis=0), quantiles) if effects else None,
+        effects={e.id: _delta(total, r, quantiles) for e, r in zip(effects, removed, strict=False)},
+        joint=_delta(total, removed[-1], quantiles) if together else None,
     )

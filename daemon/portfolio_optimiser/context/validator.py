@@ -14,6 +14,7 @@ rule and the recomputed numbers, so the reasoning can be redone by hand.
 | arithmetic | quantity × unit price is given and differs from the saving by more than 0.5 NOK, or an affected line's own quantity × unit price differs from its amount |
 | no_double_counting | the same candidate or kuttliste item is already counted, or with the accepted candidates that share its codes it claims more than those lines cost |
 | evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no line the portfolio's reference fit grades, or the price expected there gives less than the saving claimed |
+| frame_reproduced | a ΔP50 or ΔP85 is claimed and the uncertainty frame, simulated again from the bundle and the seed, gives another figure (by more than 0.5 NOK), or has none to give |
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from urllib.parse import unquote
 
 from ._allocation import assignable
 from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
+from .frame import DEFAULT_SEED, FrameSeed, candidate_delta
 from .models import Candidate, Money, Project
 from .reference import LINK_PREFIX, ProjectReferences, check_reference
 
@@ -65,12 +67,15 @@ def validate_candidates(
     project: Project,
     *,
     references: ProjectReferences | None = None,
+    frame: FrameSeed = DEFAULT_SEED,
 ) -> list[Decision]:
     """Validate a run's candidates in order; each is checked against those accepted before it."""
     accepted: list[Candidate] = []
     decisions: list[Decision] = []
     for candidate in candidates:
-        decision = validate_candidate(candidate, project, accepted=accepted, references=references)
+        decision = validate_candidate(
+            candidate, project, accepted=accepted, references=references, frame=frame
+        )
         if isinstance(decision, Accepted):
             accepted.append(candidate)
         decisions.append(decision)
@@ -83,12 +88,13 @@ def validate_candidate(
     *,
     accepted: Sequence[Candidate] = (),
     references: ProjectReferences | None = None,
+    frame: FrameSeed = DEFAULT_SEED,
 ) -> Decision:
-    """Check one candidate; ``accepted`` are the run's candidates already counted, and
+    """Check one candidate; ``accepted`` are the run's candidates already counted,
     ``references`` the project's lines measured against the portfolio (``reference:`` evidence
-    resolves there)."""
+    resolves there), and ``frame`` what its uncertainty frame is simulated from."""
     with localcontext(_PRECISION):
-        return _validate(candidate, project, accepted, references)
+        return _validate(candidate, project, accepted, references, frame)
 
 
 def _validate(
@@ -96,6 +102,7 @@ def _validate(
     project: Project,
     accepted: Sequence[Candidate],
     references: ProjectReferences | None,
+    frame: FrameSeed,
 ) -> Decision:
     codes = tuple(dict.fromkeys(candidate.affected_codes))
     if candidate.project_id != project.id:
@@ -123,12 +130,60 @@ def _validate(
         else _skipped(Rule.NO_DOUBLE_COUNTING)
     )
     checks.append(_evidence_inside_bundle(candidate, project, references, accepted))
+    checks.append(
+        _frame_reproduced(candidate, project, frame)
+        if cost_known and saving_ok
+        else _skipped(Rule.FRAME_REPRODUCED)
+    )
     receipt = Receipt(candidate_id=candidate.id, project_id=project.id, checks=tuple(checks))
     failed = next((c for c in checks if c.outcome is RuleOutcome.FAILED), None)
     if failed is None:
         return Accepted(candidate_id=candidate.id, receipt=receipt)
     return Rejected(
         candidate_id=candidate.id, rule=failed.rule, reason=failed.detail, receipt=receipt
+    )
+
+
+def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameSeed) -> RuleCheck:
+    claimed = {
+        "ΔP50": candidate.claimed_delta_p50_nok,
+        "ΔP85": candidate.claimed_delta_p85_nok,
+    }
+    stated = {name: value for name, value in claimed.items() if value is not None}
+    rule = Rule.FRAME_REPRODUCED
+    if not stated:
+        return RuleCheck(rule=rule, outcome=RuleOutcome.PASSED, detail="claims no ΔP50 or ΔP85")
+    delta = candidate_delta(project, candidate, frame)
+    said = ", ".join(f"{name} {_nok(_dec(value))} NOK" for name, value in stated.items())
+    if delta is None:
+        return RuleCheck(
+            rule=rule,
+            outcome=RuleOutcome.FAILED,
+            detail=f"it claims {said}, but no line of the project carries a triple estimate "
+            "(min_nok, max_nok) to simulate it from; give the lines their ranges or remove "
+            "the claim",
+        )
+    found = {"ΔP50": _dec(delta.p50_nok), "ΔP85": _dec(delta.p85_nok)}
+    figures = {name: _nok(value.quantize(Decimal("0.01"))) for name, value in found.items()}
+    off = [
+        name
+        for name, value in stated.items()
+        if abs(_dec(value) - found[name]) > ARITHMETIC_TOLERANCE_NOK
+    ]
+    where = f"the frame (seed {frame.seed}, from {frame.samples} samples)"
+    if off:
+        gives = ", ".join(f"{name} {figures[name]} NOK" for name in off)
+        return RuleCheck(
+            rule=rule,
+            outcome=RuleOutcome.FAILED,
+            detail=f"it claims {said}; {where} gives {gives}; correct the claim or remove it",
+            figures=figures,
+        )
+    return RuleCheck(
+        rule=rule,
+        outcome=RuleOutcome.PASSED,
+        detail=f"{where} reproduces {said}",
+        figures=figures,
     )
 
 

@@ -30,9 +30,11 @@ import jsonschema
 
 from portfolio_optimiser._atomic import fsync_dir
 from portfolio_optimiser.context.decisions import Rejected
+from portfolio_optimiser.context.frame import Frame
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.resources import commons_dir, load_schema
 
+from .frame_report import frame_files
 from .report import SVG_NAME, Redactor, render_report, render_savings_svg, savings_by_code
 from .templates import VERDICT_SCHEMA, dump_json, template_for, template_name
 
@@ -101,11 +103,14 @@ def _template_schema_ref(schema_ref: str, *, run_folder: Path, outbox: Path) -> 
     return f"{_relative(schemas, inbox_verdicts)}/{VERDICT_SCHEMA}"
 
 
-def _candidate_doc(run: CandidateRun) -> dict[str, Any]:
+def _candidate_doc(run: CandidateRun, frame: Frame | None) -> dict[str, Any]:
     cand = run.candidate.model_dump(mode="json")
+    delta = frame.deltas.get(run.candidate.id) if frame is not None else None
     return {
         "id": run.candidate.id,
         **cand,
+        "delta_p50_nok": delta.p50_nok if delta is not None else None,
+        "delta_p85_nok": delta.p85_nok if delta is not None else None,
         "validator": run.validator.model_dump(mode="json"),
         "checker": run.checker.model_dump(mode="json"),
         "materiality": run.materiality,
@@ -130,9 +135,12 @@ def _proposals(result: RunResult, red: Redactor, schema_ref: str) -> dict[str, A
         "stop_reason": result.stop_reason,
         "budget_stop": result.budget_stop,
     }
+    if result.frame is not None:
+        doc["frame"] = result.frame.model_dump(mode="json")
     scrubbed: dict[str, Any] = red.value(doc, "proposals.json")
     scrubbed["candidates"] = [
-        red.value(_candidate_doc(run), f"candidate {run.candidate.id}") for run in result.candidates
+        red.value(_candidate_doc(run, result.frame), f"candidate {run.candidate.id}")
+        for run in result.candidates
     ]
     validator = jsonschema.Draft202012Validator(load_schema(PROPOSALS_SCHEMA))
     error = jsonschema.exceptions.best_match(validator.iter_errors(scrubbed))
@@ -235,6 +243,7 @@ def build_run_files(
     files[SVG_NAME] = render_savings_svg(savings_by_code(result), redactor=red, title=title).encode(
         "utf-8"
     )
+    files |= frame_files(result, red)
     provenance = _provenance(result, red, stamp)
     report = render_report(result, redactor=red, stamp=stamp, templates=names)
     # Last, so it lists what the report itself had to clean as well.

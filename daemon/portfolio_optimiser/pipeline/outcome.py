@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from portfolio_optimiser.context import standing
 from portfolio_optimiser.context.changes import LineChange
 from portfolio_optimiser.context.decisions import Decision
+from portfolio_optimiser.context.frame import Frame
 from portfolio_optimiser.context.models import Candidate
 from portfolio_optimiser.context.reference import LineReference
 
@@ -122,6 +123,9 @@ class RunResult(BaseModel):
     """A learned candidate's source: the verdict it carries (who approved what, where, when)."""
     declined: tuple[Candidate, ...] = ()
     """Candidates an expert rejected, not checked again: the report keeps them, marked."""
+    frame: Frame | None = None
+    """The uncertainty frame (P50, P85, each candidate's effect on them), for a project whose
+    lines carry triple estimates."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each line a candidate touches stands in the planner's own file, for an imported
     estimate: code → ``kalkyle.xlsx, sheet 'Bygg', row 14``."""

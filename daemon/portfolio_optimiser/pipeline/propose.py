@@ -15,6 +15,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from portfolio_optimiser.context.decisions import Accepted, Decision
+from portfolio_optimiser.context.frame import FrameSeed
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.validator import validate_candidate
 from portfolio_optimiser.learning.verdict_store import VerdictStore
@@ -74,7 +75,11 @@ def _settled_elsewhere(run: RunState, candidate: Candidate, verdicts: VerdictSto
 
 def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
     decision = validate_candidate(
-        candidate, run.project, accepted=run.accepted, references=run.references
+        candidate,
+        run.project,
+        accepted=run.accepted,
+        references=run.references,
+        frame=FrameSeed(run.settings.frame_seed, run.settings.frame_samples),
     )
     if isinstance(decision, Accepted):
         run.accepted.append(candidate)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from portfolio_optimiser.context.candidates import sources_of
 from portfolio_optimiser.context.changes import line_changes
+from portfolio_optimiser.context.frame import frame_of
 from portfolio_optimiser.context.frontmatter import Concept
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
@@ -151,6 +152,13 @@ async def run_project(
             else None
         ),
         sources=sources_of(project, shown),
+        frame=frame_of(
+            project,
+            shown,
+            accepted=frozenset(c.candidate.id for c in run.outcomes if c.awaits_verdict),
+            seed=settings.frame_seed,
+            samples=settings.frame_samples,
+        ),
         lines=_lines(project, shown),
         base_estimate_nok=project.cost_total_nok,
         decided=_decided(verdicts, shown),

@@ -61,6 +61,8 @@ class RunSettings:
     propose_output_tokens: int = 2048
     check_output_tokens: int = 512
     refusal_memory_s: float = 168 * 3600.0
+    frame_seed: int = 3459
+    frame_samples: int = 10_000
 
     @classmethod
     def from_config(cls, config: Config) -> RunSettings:
@@ -79,6 +81,8 @@ class RunSettings:
             propose_output_tokens=config.budget.propose_output_tokens,
             check_output_tokens=config.budget.check_output_tokens,
             refusal_memory_s=config.reasoning.refusal_memory_hours * 3600.0,
+            frame_seed=config.uncertainty.seed,
+            frame_samples=config.uncertainty.samples,
         )
 
 

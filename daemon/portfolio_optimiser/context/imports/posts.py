@@ -129,6 +129,10 @@ class Post:
     description: str | None = None
     post: bool = False
     """``code`` numbers a post of the estimate, not an account."""
+    low: Decimal | None = None
+    """A triple estimate, where the source gives one: its minimum, most likely and maximum."""
+    likely: Decimal | None = None
+    high: Decimal | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,9 @@ _COLUMNS: Final = (
     ("amount", "amount_nok"),
     ("ns3451", "ns3451"),
     ("ns3420", "ns3420"),
+    ("low", "min_nok"),
+    ("likely", "likely_nok"),
+    ("high", "max_nok"),
 )
 
 

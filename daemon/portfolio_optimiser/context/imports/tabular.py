@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
@@ -46,6 +46,9 @@ FIELDS: Final = (
     "unit",
     "unit_price",
     "amount",
+    "low",
+    "likely",
+    "high",
 )
 _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     # Headers as ISY Calcus, Holte, G-prog and in-house templates write them, folded (lower case,
@@ -70,6 +73,11 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "unit": ("enhet", "enh", "unit", "ehet"),
     "unit_price": ("enhetspris", "pris", "ehpris", "enhpris", "unitprice", "price", "rate"),
     "amount": ("sum", "belop", "totalt", "total", "amount", "kostnad", "sumkr", "belopnok"),
+    # A triple estimate's extremes and mode (PERT's): a P10 or P90 column is not one, and is
+    # left to a mapping file that says what it is.
+    "low": ("min", "minimum", "lav", "lavt", "laveste", "low", "minnok"),
+    "likely": ("sannsynlig", "mestsannsynlig", "likely", "mostlikely", "modus", "likelynok"),
+    "high": ("max", "maks", "maksimum", "hoy", "hoyt", "hoyeste", "high", "maxnok"),
 }
 _POST_NUMBERS: Final = ("postnr", "postnummer", "post")
 """Code headers that number the estimate's posts, not accounts: such a line is compared across
@@ -252,6 +260,10 @@ def _post(
                 f"a quantity ({quantity}) without a unit; write it (m2, m, stk…)",
             )
         )
+    low, likely, high = (
+        _figure(origin, row, columns, name, fmt, problems) for name in ("low", "likely", "high")
+    )
+    problems += _triple_problems(origin, where, low, likely, high, amount)
     # Spreadsheets often show sums in whole kroner.
     wrong = sum_problem(
         origin, where("amount"), quantity, unit_price, amount, sum_rounding=Decimal("0.5")
@@ -272,7 +284,45 @@ def _post(
         ns3420=_cell(row, columns, "ns3420") or None,
         description=_cell(row, columns, "description") or None,
         post=columns.posts,
+        low=low,
+        likely=likely,
+        high=high,
     )
+
+
+def _triple_problems(
+    origin: Origin,
+    where: Callable[[str], str | None],
+    low: Decimal | None,
+    likely: Decimal | None,
+    high: Decimal | None,
+    amount: Decimal | None,
+) -> list[Problem]:
+    """A triple estimate's problems: one extreme without the other, or figures out of order."""
+    if low is None and high is None:
+        if likely is None:
+            return []
+        return [Problem(origin, where("likely"), "a most likely figure without min and max")]
+    if low is None or high is None:
+        given, missing = ("high", "min") if low is None else ("low", "max")
+        return [
+            Problem(
+                origin,
+                where(given),
+                f"a triple estimate without its {missing}; write both or neither",
+            )
+        ]
+    mode = likely if likely is not None else amount
+    if mode is not None and not low <= mode <= high:
+        said = "most likely figure" if likely is not None else "sum (no most likely figure given)"
+        return [
+            Problem(
+                origin,
+                where("likely" if likely is not None else "amount"),
+                f"the {said} {mode} is outside min {low} to max {high}; correct the range",
+            )
+        ]
+    return []
 
 
 def _without_subtotals(

@@ -1,0 +1,294 @@
+"""A project's uncertainty frame: its cost lines simulated from their triple estimates, P50 and
+P85, the kostnadsramme with the kuttliste held, and what each candidate does to P50 and P85.
+
+Built only for a project whose lines carry a triple estimate (``min_nok`` and ``max_nok``, with
+``likely_nok`` or else ``amount_nok`` as the most likely). A line without one is in the frame at
+its amount, as certain, and the frame names it: a frame never hides what it assumed.
+
+A ``type: uncertainty`` element (a general uncertainty, or an event with its probability) is
+drawn beside the lines; it is no line, so no candidate touches it.
+
+A candidate is applied as the share of its lines' base estimate its saving is: a measure that
+saves a tenth of a line's amount takes a tenth of each of that line's draws, and so a tenth of its
+uncertainty. Candidates the validator accepted are also applied together (their shares added on
+each line, never past the whole line), since effects do not add at a quantile. The kuttliste is
+held, not adopted: the kostnadsramme is P85 less the kuttliste's value, and P50 is left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict
+
+from .models import Candidate, CostLine, Project
+from .uncertainty import Delta, Effect, Element, Simulation, simulate
+
+__all__ = [
+    "CONTRIBUTORS",
+    "DEFAULT_SEED",
+    "Frame",
+    "FrameDelta",
+    "FrameSeed",
+    "candidate_delta",
+    "frame_of",
+    "has_triples",
+]
+
+CONTRIBUTORS: Final = 10
+"""The largest contributors a frame keeps (the tornado chart's bars)."""
+
+
+@dataclass(frozen=True)
+class FrameSeed:
+    """What a frame's figures are a function of, beside the bundle: ``[uncertainty]``."""
+
+    seed: int = 3459
+    samples: int = 10_000
+
+
+DEFAULT_SEED: Final = FrameSeed()
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FrameDelta(_Frozen):
+    """What a measure adopted now does to the frame (negative: lowers it)."""
+
+    p50_nok: float
+    p85_nok: float
+
+    @classmethod
+    def of(cls, delta: Delta) -> FrameDelta:
+        return cls(p50_nok=delta.p50, p85_nok=delta.p85)
+
+
+class Contributor(_Frozen):
+    code: str
+    deviation_nok: float
+    """Its share of the total's standard deviation (the shares add up to it)."""
+
+
+class Frame(_Frozen):
+    """The frame's figures, as ``proposals.json`` and the report carry them."""
+
+    seed: int
+    samples: int
+    stable_to: float
+    """Half P85's 95 % interval over the samples, as a share of P85."""
+    mean_nok: float
+    p10_nok: float
+    p50_nok: float
+    p85_nok: float
+    p90_nok: float
+    kuttliste_nok: float
+    """The kuttliste's value: its items' estimated savings, added."""
+    kostnadsramme_nok: float
+    """P85 less the kuttliste's value (the kuttliste held to protect it)."""
+    correlation: dict[str, float]
+    """Each correlation group's coefficient, as the project declares it."""
+    groups: dict[str, tuple[str, ...]]
+    """Each group's lines, by code."""
+    uncertain: tuple[str, ...]
+    """The lines simulated from a triple estimate."""
+    uncertainties: dict[str, float] = {}
+    """The uncertainty elements beside the lines, each with its probability (1: always there)."""
+    certain: tuple[str, ...]
+    """The lines with no triple estimate: taken at their amount, as certain."""
+    curve: tuple[float, ...]
+    """The S-curve: the total at 0 %, 1 %, … 100 % of the samples."""
+    contributors: tuple[Contributor, ...]
+    deltas: dict[str, FrameDelta]
+    """Each candidate's effect, adopted now, alone; a candidate on no line of the frame has none."""
+    adopted: tuple[str, ...]
+    """The candidates applied together (those the validator accepted)."""
+    joint: FrameDelta | None
+    stated_p50_nok: float | None = None
+    stated_p85_nok: float | None = None
+
+
+def has_triples(project: Project) -> bool:
+    return bool(project.uncertainties) or any(
+        _triple(line) is not None for line in project.cost_lines
+    )
+
+
+def _triple(line: CostLine) -> tuple[float, float, float] | None:
+    if line.min_nok is None or line.max_nok is None:
+        return None
+    likely = line.likely_nok if line.likely_nok is not None else line.amount_nok
+    return float(line.min_nok), float(likely), float(line.max_nok)
+
+
+def _names(project: Project) -> list[str]:
+    """Each line's element id: its code, numbered from the second line of a code on."""
+    seen: dict[str, int] = defaultdict(int)
+    names = []
+    for line in project.cost_lines:
+        seen[line.code] += 1
+        names.append(line.code if seen[line.code] == 1 else f"{line.code} ({seen[line.code]})")
+    return names
+
+
+def _risk_names(project: Project, names: Sequence[str]) -> list[str]:
+    """Each uncertainty element's id in the frame: its own, told from a line's code if need be."""
+    taken = set(names)
+    return [u.id if u.id not in taken else f"{u.id} (uncertainty)" for u in project.uncertainties]
+
+
+def _elements(project: Project, names: Sequence[str]) -> list[Element]:
+    elements = [
+        Element(
+            name,
+            float(u.min_nok),
+            float(u.likely_nok),
+            float(u.max_nok),
+            distribution=u.distribution,
+            group=u.correlation_group,
+            probability=u.probability,
+        )
+        for u, name in zip(project.uncertainties, _risk_names(project, names), strict=True)
+    ]
+    for line, name in zip(project.cost_lines, names, strict=True):
+        triple = _triple(line)
+        low, likely, high = triple if triple is not None else (float(line.amount_nok),) * 3
+        elements.append(
+            Element(
+                name,
+                low,
+                likely,
+                high,
+                distribution=line.distribution,
+                group=line.correlation_group,
+            )
+        )
+    return elements
+
+
+def _shares(
+    project: Project, names: Sequence[str], candidate: Candidate
+) -> dict[str, float] | None:
+    """The share of each of its lines the candidate removes: its saving over their amounts."""
+    codes = set(candidate.affected_codes)
+    touched = [
+        (name, line)
+        for line, name in zip(project.cost_lines, names, strict=True)
+        if line.code in codes
+    ]
+    base = math.fsum(float(line.amount_nok) for _name, line in touched)
+    if not touched or base <= 0:
+        return None
+    share = min(max(float(candidate.claimed_saving_nok) / base, 0.0), 1.0)
+    return {name: share for name, _line in touched}
+
+
+def _together(effects: Sequence[Effect]) -> Effect:
+    summed: dict[str, float] = defaultdict(float)
+    for effect in effects:
+        for name, share in effect.shares.items():
+            summed[name] += share
+    return Effect("together", {name: min(share, 1.0) for name, share in summed.items()})
+
+
+def frame_of(
+    project: Project,
+    candidates: Sequence[Candidate],
+    *,
+    accepted: frozenset[str],
+    seed: int,
+    samples: int,
+) -> Frame | None:
+    """The project's frame (None for a project with no triple estimate), each candidate applied
+    alone and those in ``accepted`` (candidate ids) together."""
+    if not has_triples(project):
+        return None
+    names = _names(project)
+    effects = []
+    for candidate in candidates:
+        shares = _shares(project, names, candidate)
+        if shares is not None:
+            effects.append(Effect(candidate.id, shares))
+    adopted = [effect for effect in effects if effect.id in accepted]
+    found = simulate(
+        _elements(project, names),
+        correlation=project.correlation,
+        effects=effects,
+        together=_together(adopted) if adopted else None,
+        seed=seed,
+        samples=samples,
+    )
+    return _frame(project, names, found, tuple(e.id for e in adopted))
+
+
+def candidate_delta(project: Project, candidate: Candidate, rule: FrameSeed) -> FrameDelta | None:
+    """The candidate's effect alone, as ``frame_of`` computes it for its frame (the other
+    candidates move no draw); None when the project has no triple estimate or the candidate no
+    line."""
+    if not has_triples(project):
+        return None
+    names = _names(project)
+    shares = _shares(project, names, candidate)
+    if shares is None:
+        return None
+    found = simulate(
+        _elements(project, names),
+        correlation=project.correlation,
+        effects=[Effect(candidate.id, shares)],
+        seed=rule.seed,
+        samples=rule.samples,
+    )
+    return FrameDelta.of(found.effects[candidate.id])
+
+
+def _frame(
+    project: Project, names: Sequence[str], found: Simulation, adopted: tuple[str, ...]
+) -> Frame:
+    kuttliste = math.fsum(float(m.estimated_saving_nok) for m in project.measure_options)
+    groups: dict[str, list[str]] = defaultdict(list)
+    uncertain: list[str] = []
+    certain: list[str] = []
+    for line, name in zip(project.cost_lines, names, strict=True):
+        (uncertain if _triple(line) is not None else certain).append(name)
+        if line.correlation_group:
+            groups[line.correlation_group].append(name)
+    risks = _risk_names(project, names)
+    for risk, name in zip(project.uncertainties, risks, strict=True):
+        if risk.correlation_group:
+            groups[risk.correlation_group].append(name)
+    q: Mapping[str, float] = found.quantiles
+    return Frame(
+        seed=found.seed,
+        samples=found.samples,
+        stable_to=found.stable_to,
+        mean_nok=found.mean,
+        p10_nok=q["p10"],
+        p50_nok=q["p50"],
+        p85_nok=q["p85"],
+        p90_nok=q["p90"],
+        kuttliste_nok=kuttliste,
+        kostnadsramme_nok=q["p85"] - kuttliste,
+        correlation=dict(project.correlation),
+        groups={group: tuple(codes) for group, codes in sorted(groups.items())},
+        uncertain=tuple(uncertain),
+        uncertainties={
+            name: u.probability for u, name in zip(project.uncertainties, risks, strict=True)
+        },
+        certain=tuple(certain),
+        curve=found.curve,
+        contributors=tuple(
+            Contributor(code=code, deviation_nok=share)
+            for code, share in found.contributions[:CONTRIBUTORS]
+            if share > 0
+        ),
+        deltas={cid: FrameDelta.of(delta) for cid, delta in found.effects.items()},
+        adopted=adopted,
+        joint=FrameDelta.of(found.joint) if found.joint is not None else None,
+        stated_p50_nok=project.p50_nok,
+        stated_p85_nok=project.p85_nok,
+    )

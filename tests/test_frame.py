@@ -1,0 +1,393 @@
+"""A project's uncertainty frame: read from its bundle, simulated, and carried into its outputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from portfolio_optimiser import outputs
+from portfolio_optimiser.cli import main
+from portfolio_optimiser.context.candidates import kuttliste_candidates
+from portfolio_optimiser.context.decisions import Accepted, Decision, Rejected, Rule, RuleOutcome
+from portfolio_optimiser.context.errors import IRError
+from portfolio_optimiser.context.frame import FrameSeed, candidate_delta, frame_of
+from portfolio_optimiser.context.imports import ImportRefused, read_estimate, write_bundle
+from portfolio_optimiser.context.ir import load_ir_projections
+from portfolio_optimiser.context.models import Candidate, Project
+from portfolio_optimiser.context.validator import validate_candidate
+from portfolio_optimiser.learning import VerdictStore
+from portfolio_optimiser.outputs._markdown import format_nok
+from portfolio_optimiser.outputs.frame_report import decision_date
+from portfolio_optimiser.pipeline.run import run_project
+from portfolio_optimiser.reasoning.modes import Mode
+from portfolio_optimiser.resources import load_schema
+
+from .conftest import EXAMPLES
+from .pipeline_helpers import CHECKER, PROPOSER, budget, factory, session, settings, write
+
+SEED = 3459
+
+
+def line(code: str, amount: float, *, low: float | None = None, high: float | None = None,
+         **extra: object) -> str:  # fmt: skip
+    fields = [f'code: "{code}"', f"amount_nok: {amount}"]
+    if low is not None and high is not None:
+        fields += [f"min_nok: {low}", f"max_nok: {high}"]
+    fields += [f"{key}: {value}" for key, value in extra.items()]
+    return "---\ntype: cost-line\n" + "\n".join(fields) + "\n---\nA line.\n"
+
+
+def bundle(root: Path, lines: dict[str, str], *, project: str = "") -> Path:
+    links = "".join(f"* [{name}]({name})\n" for name in lines)
+    write(root, "index.md", "# Hall\n\n* [Project](project.md)\n" + links)
+    write(
+        root,
+        "project.md",
+        f"---\ntype: project\nid: hall\nname: Hall\ncurrency: NOK\n{project}---\nA hall.\n",
+    )
+    for name, text in lines.items():
+        write(root, name, text)
+    return root
+
+
+def cut(codes: tuple[str, ...], saving: float, title: str = "cut") -> Candidate:
+    return Candidate(
+        project_id="hall",
+        affected_codes=codes,
+        measure_type="standardisation",
+        claimed_saving_nok=saving,
+        title=title,
+    )
+
+
+def hall(tmp_path: Path) -> Project:
+    return load_ir_projections(
+        bundle(
+            tmp_path,
+            {
+                "frame.md": line(
+                    "02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g"
+                ),
+                "roof.md": line("03", 500_000, low=450_000, high=900_000, correlation_group="g"),
+                "site.md": line("01", 300_000),
+                "k.md": "---\ntype: measure-option\nid: k-01\nmeasure_type: removal\n"
+                'affected_codes: ["01"]\nestimated_saving_nok: 40000\n---\nCut.\n',
+            },
+            project="correlation:\n  g: 0.7\n",
+        )
+    )
+
+
+def test_every_problem_of_a_frame_is_named_at_once_with_its_file_and_field(tmp_path: Path) -> None:
+    root = bundle(
+        tmp_path,
+        {
+            "a.md": line("01", 100, low=90, high=130, correlation_group="ground"),
+            "b.md": line("02", 200, low=150, high=190),
+            "c.md": line("03", 100, low=90, high=200, distribution="normal"),
+        },
+        project="correlation:\n  market: 1.5\n",
+    )
+    with pytest.raises(IRError) as caught:
+        load_ir_projections(root)
+    message = str(caught.value)
+    assert "project.md" in message and "'market': 1.5 is not a coefficient from 0 to 1" in message
+    assert "b.md" in message and "amount_nok 200 is outside min_nok 150 to max_nok 190" in message
+    assert "c.md" in message and "distribution normal is symmetric" in message
+
+
+def test_a_group_the_project_does_not_declare_is_named_with_the_fix(tmp_path: Path) -> None:
+    root = bundle(tmp_path, {"a.md": line("01", 100, low=90, high=130, correlation_group="ground")})
+    with pytest.raises(IRError, match=r"a\.md field correlation_group: 'ground' is not a group"):
+        load_ir_projections(root)
+
+
+def test_a_project_without_a_triple_estimate_has_no_frame(tmp_path: Path) -> None:
+    project = load_ir_projections(bundle(tmp_path, {"a.md": line("01", 100)}))
+    assert frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000) is None
+
+
+def test_the_frame_says_what_it_assumed_and_holds_the_kuttliste_to_p85(tmp_path: Path) -> None:
+    frame = frame_of(hall(tmp_path), [], accepted=frozenset(), seed=SEED, samples=10_000)
+    assert frame is not None
+    assert frame.uncertain == ("02", "03") and frame.certain == ("01",)
+    assert frame.correlation == {"g": 0.7} and frame.groups == {"g": ("02", "03")}
+    assert frame.kuttliste_nok == 40_000
+    assert frame.kostnadsramme_nok == pytest.approx(frame.p85_nok - 40_000)
+    assert frame.p10_nok < frame.p50_nok < frame.p85_nok < frame.p90_nok
+    assert frame.contributors[0].code == "02"  # the widest line, largest first
+    assert len(frame.curve) == 101 and list(frame.curve) == sorted(frame.curve)
+
+
+def test_each_candidate_moves_p50_and_p85_and_the_accepted_ones_together(tmp_path: Path) -> None:
+    site = cut(("01",), 60_000, "half the site")
+    frame_cut = cut(("02",), 200_000, "a fifth of the frame")
+    nowhere = cut(("99",), 10_000)
+    again = cut(("02",), 900_000, "most of the frame again")
+    candidates = [site, frame_cut, nowhere, again]
+    accepted = frozenset({site.id, frame_cut.id, again.id})
+    frame = frame_of(hall(tmp_path), candidates, accepted=accepted, seed=SEED, samples=10_000)
+    assert frame is not None
+    # A certain line: its saving, off every quantile.
+    assert frame.deltas[site.id].p50_nok == pytest.approx(-60_000, abs=1e-6)
+    assert frame.deltas[site.id].p85_nok == pytest.approx(-60_000, abs=1e-6)
+    # A right-skewed line: a fifth of it takes more off P85 than off P50.
+    moved = frame.deltas[frame_cut.id]
+    assert moved.p85_nok < moved.p50_nok < 0
+    assert nowhere.id not in frame.deltas
+    # Together, a line is never cut past the whole of it: 0.2 + 0.9 of 02 removes 02, once.
+    assert frame.joint is not None and set(frame.adopted) == accepted
+    without = load_ir_projections(
+        bundle(
+            tmp_path / "without",
+            {
+                "roof.md": line("03", 500_000, low=450_000, high=900_000, correlation_group="g"),
+                "site.md": line("01", 240_000),
+            },
+            project="correlation:\n  g: 0.7\n",
+        )
+    )
+    rest = frame_of(without, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    assert rest is not None
+    assert frame.p50_nok + frame.joint.p50_nok == pytest.approx(rest.p50_nok, rel=1e-9)
+    assert frame.p85_nok + frame.joint.p85_nok == pytest.approx(rest.p85_nok, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def school_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """The example school run locally (mode ci, as CI runs it) and its files built."""
+    reasoning = session(tmp_path_factory.mktemp("frame"), PROPOSER, CHECKER, mode=Mode.CI)
+    run = run_project(EXAMPLES / "portfolio" / "lillevik-school", verdicts=VerdictStore(),
+                      budget=budget(), settings=settings(), reasoning=reasoning, run_id="r1",
+                      client_factory=factory({}))  # fmt: skip
+    result = asyncio.run(run)
+    outbox = tmp_path_factory.mktemp("outbox")
+    files: dict[str, bytes] = outputs.build_run_files(
+        result, outbox=outbox, run_id="r1", stamp="2026-12-05T08:00:00Z", schema_ref=""
+    )
+    return files
+
+
+def test_the_example_school_reports_its_frame_with_both_charts(
+    school_outputs: dict[str, bytes],
+) -> None:
+    doc = json.loads(school_outputs["proposals.json"])
+    jsonschema.Draft202012Validator(load_schema("proposals.schema.json")).validate(doc)
+    frame = doc["frame"]
+    assert frame["seed"] == SEED and frame["certain"] and frame["uncertain"]
+    assert frame["kostnadsramme_nok"] == pytest.approx(frame["p85_nok"] - frame["kuttliste_nok"])
+    for candidate in doc["candidates"]:
+        assert candidate["delta_p50_nok"] < 0 and candidate["delta_p85_nok"] < 0
+        assert frame["deltas"][candidate["id"]]["p85_nok"] == candidate["delta_p85_nok"]
+    report = school_outputs["report.md"].decode("utf-8")
+    assert "## The uncertainty frame: P50 and P85" in report
+    assert "| kostnadsramme (P85 less the kuttliste) |" in report
+    assert "**Taken as certain, at their amount**" in report
+    assert "![The S-curve: the cost at each probability](frame-s-curve.svg)" in report
+    # Ranked as a kuttliste is read: the next decision point first, then the largest cut to P85.
+    section = report.split("## The uncertainty frame")[1].split("![")[0]
+    rows = [row for row in section.splitlines() if row.startswith("| `c-")]
+    when = {c["id"]: decision_date(c["decide_by"]) for c in doc["candidates"]}
+    cuts = {c["id"]: c["delta_p85_nok"] for c in doc["candidates"]}
+    shown = [row.split("`")[1] for row in rows]
+    assert len(shown) == len(doc["candidates"]) and None not in when.values()
+    assert shown == sorted(shown, key=lambda cid: (when[cid], cuts[cid]))
+    assert len(set(when.values())) > 2  # the order is the dates', not the table's by chance
+    for name in ("frame-s-curve.svg", "frame-contributors.svg"):
+        svg = ET.fromstring(school_outputs[name])
+        assert svg.tag.endswith("svg") and not svg.findall(".//{*}script")
+
+
+def test_the_frame_is_the_same_from_the_same_bundle_and_seed(
+    school_outputs: dict[str, bytes],
+) -> None:
+    first = json.loads(school_outputs["proposals.json"])["frame"]
+    project = load_ir_projections(EXAMPLES / "portfolio" / "lillevik-school")
+    again = frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    assert again is not None
+    assert (again.p50_nok, again.p85_nok) == (first["p50_nok"], first["p85_nok"])
+
+
+def option(saving: int, **claims: object) -> str:
+    fields = "".join(f"{key}: {value}\n" for key, value in claims.items())
+    return (
+        "---\ntype: measure-option\nid: k-02\ntitle: Lighter frame\nmeasure_type: simplification\n"
+        f'affected_codes: ["02"]\nestimated_saving_nok: {saving}\n{fields}---\nLighter.\n'
+    )
+
+
+def hall_with(tmp_path: Path, item: str) -> Project:
+    return load_ir_projections(
+        bundle(
+            tmp_path,
+            {
+                "frame.md": line(
+                    "02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g"
+                ),
+                "roof.md": line("03", 500_000, low=450_000, high=900_000, correlation_group="g"),
+                "k2.md": item,
+            },
+            project="correlation:\n  g: 0.7\n",
+        )
+    )
+
+
+def validated(project: Project, seed: int = SEED) -> Decision:
+    [candidate] = kuttliste_candidates(project)
+    return validate_candidate(candidate, project, frame=FrameSeed(seed, 10_000))
+
+
+@pytest.mark.loadbearing
+def test_the_validator_reproduces_a_claimed_effect_on_p50_and_p85_or_refuses_it(
+    tmp_path: Path,
+) -> None:
+    plain = hall_with(tmp_path / "plain", option(150_000))
+    [candidate] = kuttliste_candidates(plain)
+    delta = candidate_delta(plain, candidate, FrameSeed(SEED, 10_000))
+    assert delta is not None and delta.p85_nok < delta.p50_nok < 0
+    # The planner copies the figures from an earlier report, to the krone.
+    p50, p85 = round(delta.p50_nok), round(delta.p85_nok)
+    held = hall_with(tmp_path / "held", option(150_000, delta_p50_nok=p50, delta_p85_nok=p85))
+    decision = validated(held)
+    assert isinstance(decision, Accepted)
+    check = decision.receipt.check(Rule.FRAME_REPRODUCED)
+    assert check.outcome is RuleOutcome.PASSED and "reproduces ΔP50" in check.detail
+    # A figure off by more than rounding is refused, with what the frame gives instead.
+    wrong = hall_with(tmp_path / "wrong", option(150_000, delta_p85_nok=p85 - 20_000))
+    refused = validated(wrong)
+    assert isinstance(refused, Rejected) and refused.rule is Rule.FRAME_REPRODUCED
+    assert f"it claims ΔP85 {p85 - 20_000} NOK" in refused.reason
+    assert "gives ΔP85 " in refused.reason and "correct the claim or remove it" in refused.reason
+    # The figures are the seed's: another seed does not reproduce them.
+    assert isinstance(validated(held, seed=SEED + 1), Rejected)
+
+
+def test_a_claimed_effect_on_a_project_with_no_range_is_refused(tmp_path: Path) -> None:
+    root = bundle(
+        tmp_path,
+        {"frame.md": line("02", 1_000_000), "k2.md": option(150_000, delta_p85_nok=-150_000)},
+    )
+    decision = validated(load_ir_projections(root))
+    assert isinstance(decision, Rejected) and decision.rule is Rule.FRAME_REPRODUCED
+    assert "no line of the project carries a triple estimate" in decision.reason
+
+
+def test_a_candidate_that_claims_nothing_passes_the_frame_rule(tmp_path: Path) -> None:
+    decision = validated(hall_with(tmp_path, option(150_000)))
+    assert isinstance(decision, Accepted)
+    assert decision.receipt.check(Rule.FRAME_REPRODUCED).detail == "claims no ΔP50 or ΔP85"
+
+
+def test_check_bundle_shows_the_frame_a_run_would_report(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    school = EXAMPLES / "portfolio" / "lillevik-school"
+    assert main(["check-bundle", str(school)]) == 0
+    out = capsys.readouterr().out
+    frame = frame_of(
+        load_ir_projections(school), [], accepted=frozenset(), seed=SEED, samples=10_000
+    )
+    assert frame is not None
+    shown = f"P85 {format_nok(round(frame.p85_nok))}, kostnadsramme"
+    assert f"uncertainty frame: P50 {format_nok(round(frame.p50_nok))}, {shown}" in out
+    assert "from 4 lines' triple estimates, 8 taken as certain" in out
+
+
+def test_an_uncertainty_element_and_an_event_are_drawn_beside_the_lines(tmp_path: Path) -> None:
+    market = (
+        "---\ntype: uncertainty\nid: u-market\ntitle: The market\nmin_nok: -50000\n"
+        "likely_nok: 0\nmax_nok: 150000\ncorrelation_group: g\n---\nPrices.\n"
+    )
+    event = (
+        "---\ntype: uncertainty\ntitle: Contaminated ground\nmin_nok: 400000\nlikely_nok: 500000\n"
+        "max_nok: 900000\nprobability: 0.3\n---\nMaybe.\n"
+    )
+    project = load_ir_projections(
+        bundle(
+            tmp_path,
+            {
+                "frame.md": line(
+                    "02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g"
+                ),
+                "site.md": line("01", 300_000),
+                "risk/market.md": market,
+                "risk/ground.md": event,
+            },
+            project="correlation:\n  g: 0.5\n",
+        )
+    )
+    assert [u.id for u in project.uncertainties] == ["risk-ground", "u-market"]  # minted, then own
+    assert project.cost_total_nok == 1_300_000  # the base estimate is the lines'
+    frame = frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    assert frame is not None
+    assert frame.uncertainties == {"risk-ground": 0.3, "u-market": 1.0}
+    assert frame.groups == {"g": ("02", "u-market")}
+    # A 30 % event of about 0.55 M moves the mean by about 0.165 M, and P85 by more than P50.
+    lines_only = frame_of(
+        load_ir_projections(
+            bundle(
+                tmp_path / "lines",
+                {
+                    "frame.md": line(
+                        "02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g"
+                    ),
+                    "site.md": line("01", 300_000),
+                },
+                project="correlation:\n  g: 0.5\n",
+            )
+        ),
+        [],
+        accepted=frozenset(),
+        seed=SEED,
+        samples=10_000,
+    )
+    assert lines_only is not None
+    market_mean = (-50_000 + 150_000) / 6  # PERT: (low + 4 likely + high) / 6
+    expected = 0.3 * (400_000 + 4 * 500_000 + 900_000) / 6 + market_mean
+    assert frame.mean_nok - lines_only.mean_nok == pytest.approx(expected, rel=0.08)
+    assert frame.p85_nok - lines_only.p85_nok > frame.p50_nok - lines_only.p50_nok
+
+
+def test_an_uncertainty_element_out_of_order_is_named_with_its_file(tmp_path: Path) -> None:
+    bad = "---\ntype: uncertainty\nid: u-x\nmin_nok: 5\nlikely_nok: 1\nmax_nok: 9\n---\nX.\n"
+    root = bundle(tmp_path, {"a.md": line("01", 100, low=90, high=130), "u.md": bad})
+    with pytest.raises(IRError, match=r"u\.md.*rising order"):
+        load_ir_projections(root)
+
+
+def test_an_import_keeps_a_triple_estimate_and_names_a_broken_one(tmp_path: Path) -> None:
+    rows = [
+        "Konto;Tekst;Sum;Min;Sannsynlig;Maks",
+        "21;Grunn;1 000 000;900 000;1 000 000;1 600 000",
+        "22;Bæresystem;2 000 000;;;",
+        "23;Yttervegger;500 000;450 000;;700 000",
+    ]
+    source = tmp_path / "hall.csv"
+    source.write_text("\n".join(rows) + "\n", "utf-8")
+    (tmp_path / "hall.toml").write_text('id = "hall"\nname = "Hall"\n', "utf-8")
+    project = load_ir_projections(write_bundle(read_estimate(source), tmp_path / "ok"))
+    lines = {
+        line.code: (line.min_nok, line.likely_nok, line.max_nok) for line in project.cost_lines
+    }
+    assert lines == {
+        "21": (900_000, 1_000_000, 1_600_000),
+        "22": (None, None, None),
+        "23": (450_000, None, 700_000),
+    }
+    frame = frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    assert frame is not None and frame.uncertain == ("21", "23") and frame.certain == ("22",)
+    broken = tmp_path / "broken.csv"
+    broken.write_text(
+        "Konto;Tekst;Sum;Min;Maks\n21;Grunn;1 000 000;1 100 000;1 600 000\n22;Tak;500;400;\n",
+        "utf-8",
+    )
+    with pytest.raises(ImportRefused) as refused:
+        read_estimate(broken)
+    text = str(refused.value)
+    assert "row 2, column Sum: the sum (no most likely figure given) 1000000 is outside" in text
+    assert "row 3, column Min: a triple estimate without its max" in text

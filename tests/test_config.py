@@ -302,3 +302,16 @@ def test_a_workspace_without_a_config_falls_back_to_the_packaged_default(
 ) -> None:
     assert main(["check-bundle", str(EXAMPLE_BUNDLE), "--workspace", str(tmp_path)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_an_assumed_spread_that_does_not_hold_a_lines_amount_is_refused(tmp_path: Path) -> None:
+    text = '[uncertainty]\nspread = [1.1, 1.5]\n\n[uncertainty.spreads]\n"02" = [0.8, 0.9]\n\n'
+    config_error(
+        write(tmp_path, text + VALID),
+        "uncertainty.spread: [1.1, 1.5]",
+        "uncertainty.spreads.02: [0.8, 0.9]",
+        "e.g. [0.9, 1.25]",
+    )
+    loaded = load_config(write(tmp_path, '[uncertainty.spreads]\n"02" = [0.8, 1.6]\n\n' + VALID))
+    rule = loaded.uncertainty.rule()
+    assert (rule.spread_of("02.3"), rule.spread_of("07")) == ((0.8, 1.6), (0.9, 1.25))

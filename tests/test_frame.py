@@ -12,10 +12,11 @@ import pytest
 
 from portfolio_optimiser import outputs
 from portfolio_optimiser.cli import main
+from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision, Rejected, Rule, RuleOutcome
 from portfolio_optimiser.context.errors import IRError
-from portfolio_optimiser.context.frame import FrameSeed, candidate_delta, frame_of
+from portfolio_optimiser.context.frame import FrameRule, candidate_delta, frame_of
 from portfolio_optimiser.context.imports import ImportRefused, read_estimate, write_bundle
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
@@ -31,6 +32,8 @@ from .conftest import EXAMPLES
 from .pipeline_helpers import CHECKER, PROPOSER, budget, factory, session, settings, write
 
 SEED = 3459
+RULE = FrameRule(seed=SEED)
+"""Lines without a triple estimate taken as certain, as a config with spread = [1, 1] has them."""
 
 
 def line(code: str, amount: float, *, low: float | None = None, high: float | None = None,
@@ -109,11 +112,11 @@ def test_a_group_the_project_does_not_declare_is_named_with_the_fix(tmp_path: Pa
 
 def test_a_project_without_a_triple_estimate_has_no_frame(tmp_path: Path) -> None:
     project = load_ir_projections(bundle(tmp_path, {"a.md": line("01", 100)}))
-    assert frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000) is None
+    assert frame_of(project, [], accepted=frozenset(), rule=RULE) is None
 
 
 def test_the_frame_says_what_it_assumed_and_holds_the_kuttliste_to_p85(tmp_path: Path) -> None:
-    frame = frame_of(hall(tmp_path), [], accepted=frozenset(), seed=SEED, samples=10_000)
+    frame = frame_of(hall(tmp_path), [], accepted=frozenset(), rule=RULE)
     assert frame is not None
     assert frame.uncertain == ("02", "03") and frame.certain == ("01",)
     assert frame.correlation == {"g": 0.7} and frame.groups == {"g": ("02", "03")}
@@ -131,7 +134,7 @@ def test_each_candidate_moves_p50_and_p85_and_the_accepted_ones_together(tmp_pat
     again = cut(("02",), 900_000, "most of the frame again")
     candidates = [site, frame_cut, nowhere, again]
     accepted = frozenset({site.id, frame_cut.id, again.id})
-    frame = frame_of(hall(tmp_path), candidates, accepted=accepted, seed=SEED, samples=10_000)
+    frame = frame_of(hall(tmp_path), candidates, accepted=accepted, rule=RULE)
     assert frame is not None
     # A certain line: its saving, off every quantile.
     assert frame.deltas[site.id].p50_nok == pytest.approx(-60_000, abs=1e-6)
@@ -152,7 +155,7 @@ def test_each_candidate_moves_p50_and_p85_and_the_accepted_ones_together(tmp_pat
             project="correlation:\n  g: 0.7\n",
         )
     )
-    rest = frame_of(without, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    rest = frame_of(without, [], accepted=frozenset(), rule=RULE)
     assert rest is not None
     assert frame.p50_nok + frame.joint.p50_nok == pytest.approx(rest.p50_nok, rel=1e-9)
     assert frame.p85_nok + frame.joint.p85_nok == pytest.approx(rest.p85_nok, rel=1e-9)
@@ -208,7 +211,7 @@ def test_the_frame_is_the_same_from_the_same_bundle_and_seed(
 ) -> None:
     first = json.loads(school_outputs["proposals.json"])["frame"]
     project = load_ir_projections(EXAMPLES / "portfolio" / "lillevik-school")
-    again = frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    again = frame_of(project, [], accepted=frozenset(), rule=RULE)
     assert again is not None
     assert (again.p50_nok, again.p85_nok) == (first["p50_nok"], first["p85_nok"])
 
@@ -239,7 +242,7 @@ def hall_with(tmp_path: Path, item: str) -> Project:
 
 def validated(project: Project, seed: int = SEED) -> Decision:
     [candidate] = kuttliste_candidates(project)
-    return validate_candidate(candidate, project, frame=FrameSeed(seed, 10_000))
+    return validate_candidate(candidate, project, frame=FrameRule(seed, 10_000))
 
 
 @pytest.mark.loadbearing
@@ -248,7 +251,7 @@ def test_the_validator_reproduces_a_claimed_effect_on_p50_and_p85_or_refuses_it(
 ) -> None:
     plain = hall_with(tmp_path / "plain", option(150_000))
     [candidate] = kuttliste_candidates(plain)
-    delta = candidate_delta(plain, candidate, FrameSeed(SEED, 10_000))
+    delta = candidate_delta(plain, candidate, FrameRule(SEED, 10_000))
     assert delta is not None and delta.p85_nok < delta.p50_nok < 0
     # The planner copies the figures from an earlier report, to the krone.
     p50, p85 = round(delta.p50_nok), round(delta.p85_nok)
@@ -289,13 +292,12 @@ def test_check_bundle_shows_the_frame_a_run_would_report(
     school = EXAMPLES / "portfolio" / "lillevik-school"
     assert main(["check-bundle", str(school)]) == 0
     out = capsys.readouterr().out
-    frame = frame_of(
-        load_ir_projections(school), [], accepted=frozenset(), seed=SEED, samples=10_000
-    )
+    rule = load_config().uncertainty.rule()  # the packaged config, as check-bundle reads it
+    frame = frame_of(load_ir_projections(school), [], accepted=frozenset(), rule=rule)
     assert frame is not None
     shown = f"P85 {format_nok(round(frame.p85_nok))}, kostnadsramme"
     assert f"uncertainty frame: P50 {format_nok(round(frame.p50_nok))}, {shown}" in out
-    assert "from 4 lines' triple estimates, 8 taken as certain" in out
+    assert "from 4 lines' triple estimates, 8 with an assumed spread, 0 taken as certain" in out
 
 
 def test_an_uncertainty_element_and_an_event_are_drawn_beside_the_lines(tmp_path: Path) -> None:
@@ -323,7 +325,7 @@ def test_an_uncertainty_element_and_an_event_are_drawn_beside_the_lines(tmp_path
     )
     assert [u.id for u in project.uncertainties] == ["risk-ground", "u-market"]  # minted, then own
     assert project.cost_total_nok == 1_300_000  # the base estimate is the lines'
-    frame = frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    frame = frame_of(project, [], accepted=frozenset(), rule=RULE)
     assert frame is not None
     assert frame.uncertainties == {"risk-ground": 0.3, "u-market": 1.0}
     assert frame.groups == {"g": ("02", "u-market")}
@@ -343,8 +345,7 @@ def test_an_uncertainty_element_and_an_event_are_drawn_beside_the_lines(tmp_path
         ),
         [],
         accepted=frozenset(),
-        seed=SEED,
-        samples=10_000,
+        rule=RULE,
     )
     assert lines_only is not None
     market_mean = (-50_000 + 150_000) / 6  # PERT: (low + 4 likely + high) / 6
@@ -379,7 +380,7 @@ def test_an_import_keeps_a_triple_estimate_and_names_a_broken_one(tmp_path: Path
         "22": (None, None, None),
         "23": (450_000, None, 700_000),
     }
-    frame = frame_of(project, [], accepted=frozenset(), seed=SEED, samples=10_000)
+    frame = frame_of(project, [], accepted=frozenset(), rule=RULE)
     assert frame is not None and frame.uncertain == ("21", "23") and frame.certain == ("22",)
     broken = tmp_path / "broken.csv"
     broken.write_text(
@@ -391,3 +392,45 @@ def test_an_import_keeps_a_triple_estimate_and_names_a_broken_one(tmp_path: Path
     text = str(refused.value)
     assert "row 2, column Sum: the sum (no most likely figure given) 1000000 is outside" in text
     assert "row 3, column Min: a triple estimate without its max" in text
+
+
+def test_a_line_without_a_range_gets_its_accounts_assumed_spread_and_is_named(
+    tmp_path: Path,
+) -> None:
+    project = load_ir_projections(
+        bundle(
+            tmp_path,
+            {
+                "a.md": line("02.1", 1_000_000, low=900_000, high=1_500_000),
+                "b.md": line("02.3", 2_000_000),
+                "c.md": line("07", 500_000),
+                "d.md": line("09", 300_000),
+            },
+        )
+    )
+    rule = FrameRule(seed=SEED, spread=(0.9, 1.25), spreads=(("0", (1.0, 1.0)), ("02", (0.8, 1.6))))
+    frame = frame_of(project, [], accepted=frozenset(), rule=rule)
+    certain = frame_of(project, [], accepted=frozenset(), rule=RULE)
+    assert frame is not None and certain is not None
+    # The longest key wins: 02.3 takes 02's range; 07 and 09 take 0's, which is no range at all.
+    assert frame.assumed == {"02.3": (0.8, 1.6)}
+    assert frame.certain == ("07", "09") and frame.uncertain == ("02.1",)
+    assert certain.assumed == {} and certain.certain == ("02.3", "07", "09")
+    # 02.3 drawn from 1.6 M to 3.2 M about its 2 M: the frame is wider, and says why.
+    assert frame.p85_nok - frame.p50_nok > 2 * (certain.p85_nok - certain.p50_nok)
+    assert [c.code for c in frame.contributors][:1] == ["02.3"]
+
+
+def test_the_report_marks_an_assumed_spread_as_assumed(tmp_path: Path) -> None:
+    reasoning = session(tmp_path / "r", PROPOSER, CHECKER, mode=Mode.CI)
+    spread = FrameRule(seed=SEED, spread=(0.9, 1.25))
+    run = run_project(EXAMPLES / "portfolio" / "lillevik-school", verdicts=VerdictStore(),
+                      budget=budget(), settings=settings(frame=spread), reasoning=reasoning,
+                      run_id="r1", client_factory=factory({}))  # fmt: skip
+    files = outputs.build_run_files(
+        asyncio.run(run), outbox=tmp_path / "o", run_id="r1", stamp="2026-12-05", schema_ref=""
+    )
+    frame = json.loads(files["proposals.json"])["frame"]
+    assert frame["certain"] == [] and frame["assumed"]["01"] == [0.9, 1.25]
+    report = files["report.md"].decode("utf-8")
+    assert "**Assumed, not given**" in report and "01, 02.2, 02.6" in report

@@ -18,6 +18,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 
+from .context.frame import FrameRule
 from .context.reference import ReferenceRule
 from .resources import default_config_path, load_schema
 
@@ -95,6 +96,31 @@ class Uncertainty(_Section):
     """The uncertainty frame's seed: its figures are a function of the bundle and this."""
     samples: int = Field(default=10_000, ge=1_000, le=320_000)
     """Samples to begin with; doubled until P85 is stable to 0.5 %."""
+    spread: tuple[float, float] | None = (0.9, 1.25)
+    """A line with no triple estimate is assumed to range from this share of its amount to this
+    one (the report marks it as assumed); None: it is taken as certain."""
+    spreads: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Ranges by account, for the lines whose code begins with the key (the longest key wins)."""
+
+    def rule(self) -> FrameRule:
+        return FrameRule(
+            seed=self.seed,
+            samples=self.samples,
+            spread=self.spread,
+            spreads=tuple(sorted(self.spreads.items())),
+        )
+
+
+def _spread_problems(uncertainty: Mapping[str, Any]) -> list[str]:
+    """Each assumed spread that would not hold a line's amount between its minimum and maximum."""
+    given = [("spread", uncertainty.get("spread"))]
+    given += [(f"spreads.{code}", v) for code, v in uncertainty.get("spreads", {}).items()]
+    return [
+        f"uncertainty.{where}: [{spread[0]}, {spread[1]}] must be a minimum share from 0 to 1 and "
+        "a maximum share of at least 1 of a line's amount, e.g. [0.9, 1.25]"
+        for where, spread in given
+        if spread is not None and not 0 <= spread[0] <= 1 <= spread[1]
+    ]
 
 
 class Bundles(_Section):
@@ -201,6 +227,9 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
             f"{source}: reasoning.materiality: the shares must rise from material_share to "
             "critical_share; reorder them"
         )
+    spreads = _spread_problems(data.get("uncertainty", {}))
+    if spreads:
+        raise ConfigError(f"{source}: " + "; ".join(spreads))
     if "data_source" in data:
         problems = sorted(
             jsonschema.Draft202012Validator(load_schema("datasource.schema.json")).iter_errors(

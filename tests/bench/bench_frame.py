@@ -140,7 +140,7 @@ def measure_runs(times: int) -> list[Row]:
             frame = statistics.median(
                 _timed(
                     lambda project=project: frame_of(
-                        project, [], accepted=frozenset(), seed=3459, samples=10_000
+                        project, [], accepted=frozenset(), rule=settings().frame
                     ),
                     times,
                 )

@@ -12,7 +12,7 @@ from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.bundle_check import check_bundle as check_whole_bundle
 from portfolio_optimiser.context.conformance import check_conformance
 from portfolio_optimiser.context.errors import BundleError
-from portfolio_optimiser.context.frame import FrameSeed, frame_of
+from portfolio_optimiser.context.frame import frame_of
 from portfolio_optimiser.context.imports import estimate_in
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
@@ -89,9 +89,9 @@ def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | Non
 
 def _check_one(bundle: Path, config: Config) -> list[str]:
     """Print what the foundation sees in one bundle, every problem at once; return them."""
-    seed = FrameSeed(config.uncertainty.seed, config.uncertainty.samples)
+    rule = config.uncertainty.rule()
     checked = check_whole_bundle(
-        bundle, extra_types=config.bundles.measure_types, units=config.bundles.units, frame=seed
+        bundle, extra_types=config.bundles.measure_types, units=config.bundles.units, frame=rule
     )
     project = checked.project
     problems = list(checked.problems)
@@ -103,13 +103,14 @@ def _check_one(bundle: Path, config: Config) -> list[str]:
         if project.p85_nok is not None:
             figures.append(f"P85 {nok(project.p85_nok)}")
         say(f"  {len(project.cost_lines)} cost lines, {', '.join(figures)}")
-        frame = frame_of(project, [], accepted=frozenset(), seed=seed.seed, samples=seed.samples)
+        frame = frame_of(project, [], accepted=frozenset(), rule=rule)
         if frame is not None:
             say(
                 f"  uncertainty frame: P50 {nok(round(frame.p50_nok))}, P85 "
                 f"{nok(round(frame.p85_nok))}, kostnadsramme {nok(round(frame.kostnadsramme_nok))} "
                 f"NOK (P85 less the kuttliste); from {len(frame.uncertain)} lines' triple "
-                f"estimates, {len(frame.certain)} taken as certain"
+                f"estimates, {len(frame.assumed)} with an assumed spread, {len(frame.certain)} "
+                "taken as certain"
             )
     try:
         navigation = navigate_bundle(bundle)

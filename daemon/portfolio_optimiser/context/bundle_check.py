@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .candidates import kuttliste_candidates
 from .decisions import Accepted
-from .frame import DEFAULT_SEED, FrameSeed
+from .frame import DEFAULT_RULE, FrameRule
 from .ir import read_ir
 from .models import CostLine, MeasureOption, Project
 from .validator import line_tolerance, validate_candidates
@@ -114,7 +114,7 @@ def check_bundle(
     *,
     extra_types: Sequence[str] = (),
     units: Sequence[str] = (),
-    frame: FrameSeed = DEFAULT_SEED,
+    frame: FrameRule = DEFAULT_RULE,
 ) -> BundleCheck:
     """Every problem of the bundle at ``root``; raises ``BundleError`` only for a bundle that
     cannot be walked at all."""

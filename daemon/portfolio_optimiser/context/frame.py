@@ -1,9 +1,11 @@
 """A project's uncertainty frame: its cost lines simulated from their triple estimates, P50 and
 P85, the kostnadsramme with the kuttliste held, and what each candidate does to P50 and P85.
 
-Built only for a project whose lines carry a triple estimate (``min_nok`` and ``max_nok``, with
-``likely_nok`` or else ``amount_nok`` as the most likely). A line without one is in the frame at
-its amount, as certain, and the frame names it: a frame never hides what it assumed.
+Built only for a project that gives a triple estimate (``min_nok`` and ``max_nok`` on a line,
+with ``likely_nok`` or else ``amount_nok`` as the most likely; or a ``type: uncertainty``
+element). A line without one gets the spread configured for its account (``FrameRule``), or is
+taken at its amount, as certain; the frame names every such line: it never hides what it
+assumed.
 
 A ``type: uncertainty`` element (a general uncertainty, or an event with its probability) is
 drawn beside the lines; it is no line, so no candidate touches it.
@@ -30,10 +32,10 @@ from .uncertainty import Delta, Effect, Element, Simulation, simulate
 
 __all__ = [
     "CONTRIBUTORS",
-    "DEFAULT_SEED",
+    "DEFAULT_RULE",
     "Frame",
     "FrameDelta",
-    "FrameSeed",
+    "FrameRule",
     "candidate_delta",
     "frame_of",
     "has_triples",
@@ -43,15 +45,29 @@ CONTRIBUTORS: Final = 10
 """The largest contributors a frame keeps (the tornado chart's bars)."""
 
 
+Spread = tuple[float, float]
+"""A line's assumed minimum and maximum, as shares of its amount (0.9, 1.25)."""
+
+
 @dataclass(frozen=True)
-class FrameSeed:
+class FrameRule:
     """What a frame's figures are a function of, beside the bundle: ``[uncertainty]``."""
 
     seed: int = 3459
     samples: int = 10_000
+    spread: Spread | None = None
+    """The range a line with no triple estimate is assumed to have; None: taken as certain."""
+    spreads: tuple[tuple[str, Spread], ...] = ()
+    """Ranges by account: the longest code prefix a line's code begins with gives its range."""
+
+    def spread_of(self, code: str) -> Spread | None:
+        """The range assumed for a line of ``code`` with no triple estimate; None: certain."""
+        matching = [(len(key), spread) for key, spread in self.spreads if code.startswith(key)]
+        spread = max(matching)[1] if matching else self.spread
+        return None if spread is None or spread == (1.0, 1.0) else spread
 
 
-DEFAULT_SEED: Final = FrameSeed()
+DEFAULT_RULE: Final = FrameRule()
 
 
 class _Frozen(BaseModel):
@@ -100,7 +116,10 @@ class Frame(_Frozen):
     uncertainties: dict[str, float] = {}
     """The uncertainty elements beside the lines, each with its probability (1: always there)."""
     certain: tuple[str, ...]
-    """The lines with no triple estimate: taken at their amount, as certain."""
+    """The lines with no triple estimate and no assumed spread: taken at their amount, as certain."""
+    assumed: dict[str, Spread] = {}
+    """The lines with no triple estimate, each with the spread assumed for it (its minimum and
+    maximum as shares of its amount, from ``[uncertainty]``)."""
     curve: tuple[float, ...]
     """The S-curve: the total at 0 %, 1 %, … 100 % of the samples."""
     contributors: tuple[Contributor, ...]
@@ -142,7 +161,20 @@ def _risk_names(project: Project, names: Sequence[str]) -> list[str]:
     return [u.id if u.id not in taken else f"{u.id} (uncertainty)" for u in project.uncertainties]
 
 
-def _elements(project: Project, names: Sequence[str]) -> list[Element]:
+def _range(line: CostLine, rule: FrameRule) -> tuple[float, float, float]:
+    """The line's (low, likely, high): its own, else its account's assumed spread, else certain."""
+    triple = _triple(line)
+    if triple is not None:
+        return triple
+    amount = float(line.amount_nok)
+    spread = rule.spread_of(line.code)
+    if spread is None:
+        return amount, amount, amount
+    low, high = sorted((amount * spread[0], amount * spread[1]))
+    return low, amount, high
+
+
+def _elements(project: Project, names: Sequence[str], rule: FrameRule) -> list[Element]:
     elements = [
         Element(
             name,
@@ -156,8 +188,7 @@ def _elements(project: Project, names: Sequence[str]) -> list[Element]:
         for u, name in zip(project.uncertainties, _risk_names(project, names), strict=True)
     ]
     for line, name in zip(project.cost_lines, names, strict=True):
-        triple = _triple(line)
-        low, likely, high = triple if triple is not None else (float(line.amount_nok),) * 3
+        low, likely, high = _range(line, rule)
         elements.append(
             Element(
                 name,
@@ -201,8 +232,7 @@ def frame_of(
     candidates: Sequence[Candidate],
     *,
     accepted: frozenset[str],
-    seed: int,
-    samples: int,
+    rule: FrameRule,
 ) -> Frame | None:
     """The project's frame (None for a project with no triple estimate), each candidate applied
     alone and those in ``accepted`` (candidate ids) together."""
@@ -216,17 +246,17 @@ def frame_of(
             effects.append(Effect(candidate.id, shares))
     adopted = [effect for effect in effects if effect.id in accepted]
     found = simulate(
-        _elements(project, names),
+        _elements(project, names, rule),
         correlation=project.correlation,
         effects=effects,
         together=_together(adopted) if adopted else None,
-        seed=seed,
-        samples=samples,
+        seed=rule.seed,
+        samples=rule.samples,
     )
-    return _frame(project, names, found, tuple(e.id for e in adopted))
+    return _frame(project, names, found, tuple(e.id for e in adopted), rule)
 
 
-def candidate_delta(project: Project, candidate: Candidate, rule: FrameSeed) -> FrameDelta | None:
+def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> FrameDelta | None:
     """The candidate's effect alone, as ``frame_of`` computes it for its frame (the other
     candidates move no draw); None when the project has no triple estimate or the candidate no
     line."""
@@ -237,7 +267,7 @@ def candidate_delta(project: Project, candidate: Candidate, rule: FrameSeed) -> 
     if shares is None:
         return None
     found = simulate(
-        _elements(project, names),
+        _elements(project, names, rule),
         correlation=project.correlation,
         effects=[Effect(candidate.id, shares)],
         seed=rule.seed,
@@ -247,14 +277,24 @@ def candidate_delta(project: Project, candidate: Candidate, rule: FrameSeed) -> 
 
 
 def _frame(
-    project: Project, names: Sequence[str], found: Simulation, adopted: tuple[str, ...]
+    project: Project,
+    names: Sequence[str],
+    found: Simulation,
+    adopted: tuple[str, ...],
+    rule: FrameRule,
 ) -> Frame:
     kuttliste = math.fsum(float(m.estimated_saving_nok) for m in project.measure_options)
     groups: dict[str, list[str]] = defaultdict(list)
     uncertain: list[str] = []
     certain: list[str] = []
+    assumed: dict[str, Spread] = {}
     for line, name in zip(project.cost_lines, names, strict=True):
-        (uncertain if _triple(line) is not None else certain).append(name)
+        if _triple(line) is not None:
+            uncertain.append(name)
+        elif (spread := rule.spread_of(line.code)) is not None:
+            assumed[name] = spread
+        else:
+            certain.append(name)
         if line.correlation_group:
             groups[line.correlation_group].append(name)
     risks = _risk_names(project, names)
@@ -280,6 +320,7 @@ def _frame(
             name: u.probability for u, name in zip(project.uncertainties, risks, strict=True)
         },
         certain=tuple(certain),
+        assumed=assumed,
         curve=found.curve,
         contributors=tuple(
             Contributor(code=code, deviation_nok=share)

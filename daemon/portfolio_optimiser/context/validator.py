@@ -27,7 +27,7 @@ from urllib.parse import unquote
 
 from ._allocation import assignable
 from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
-from .frame import DEFAULT_SEED, FrameSeed, candidate_delta
+from .frame import DEFAULT_RULE, FrameRule, candidate_delta
 from .models import Candidate, Money, Project
 from .reference import LINK_PREFIX, ProjectReferences, check_reference
 
@@ -67,7 +67,7 @@ def validate_candidates(
     project: Project,
     *,
     references: ProjectReferences | None = None,
-    frame: FrameSeed = DEFAULT_SEED,
+    frame: FrameRule = DEFAULT_RULE,
 ) -> list[Decision]:
     """Validate a run's candidates in order; each is checked against those accepted before it."""
     accepted: list[Candidate] = []
@@ -88,7 +88,7 @@ def validate_candidate(
     *,
     accepted: Sequence[Candidate] = (),
     references: ProjectReferences | None = None,
-    frame: FrameSeed = DEFAULT_SEED,
+    frame: FrameRule = DEFAULT_RULE,
 ) -> Decision:
     """Check one candidate; ``accepted`` are the run's candidates already counted,
     ``references`` the project's lines measured against the portfolio (``reference:`` evidence
@@ -102,7 +102,7 @@ def _validate(
     project: Project,
     accepted: Sequence[Candidate],
     references: ProjectReferences | None,
-    frame: FrameSeed,
+    frame: FrameRule,
 ) -> Decision:
     codes = tuple(dict.fromkeys(candidate.affected_codes))
     if candidate.project_id != project.id:
@@ -144,7 +144,7 @@ def _validate(
     )
 
 
-def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameSeed) -> RuleCheck:
+def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameRule) -> RuleCheck:
     claimed = {
         "ΔP50": candidate.claimed_delta_p50_nok,
         "ΔP85": candidate.claimed_delta_p85_nok,

@@ -85,6 +85,16 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
             for name, p in frame.uncertainties.items()
         ]
         said.append(f"- Uncertainty elements beside the lines: {', '.join(risks)}.")
+    if frame.assumed:
+        by_spread: dict[tuple[float, float], list[str]] = {}
+        for code, spread in frame.assumed.items():
+            by_spread.setdefault((spread[0], spread[1]), []).append(code)
+        for (low, high), found in sorted(by_spread.items()):
+            said.append(
+                f"- **Assumed, not given** (no min_nok and max_nok): {codes(found)} drawn from "
+                f"{low:.0%} to {high:.0%} of their amounts ([uncertainty] spread or spreads). "
+                "Give them their own triple estimates to replace the assumption."
+            )
     if frame.certain:
         said.append(
             f"- **Taken as certain, at their amount** (no min_nok and max_nok given): "

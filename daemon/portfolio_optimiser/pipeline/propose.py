@@ -15,7 +15,6 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from portfolio_optimiser.context.decisions import Accepted, Decision
-from portfolio_optimiser.context.frame import FrameSeed
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.validator import validate_candidate
 from portfolio_optimiser.learning.verdict_store import VerdictStore
@@ -79,7 +78,7 @@ def _gate(run: RunState, candidate: Candidate, attempt: int) -> Decision:
         run.project,
         accepted=run.accepted,
         references=run.references,
-        frame=FrameSeed(run.settings.frame_seed, run.settings.frame_samples),
+        frame=run.settings.frame,
     )
     if isinstance(decision, Accepted):
         run.accepted.append(candidate)

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.frame import DEFAULT_RULE, FrameRule
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.reference import ProjectReferences
 from portfolio_optimiser.pipeline.precedent import Precedents, precedents
@@ -61,8 +62,7 @@ class RunSettings:
     propose_output_tokens: int = 2048
     check_output_tokens: int = 512
     refusal_memory_s: float = 168 * 3600.0
-    frame_seed: int = 3459
-    frame_samples: int = 10_000
+    frame: FrameRule = DEFAULT_RULE
 
     @classmethod
     def from_config(cls, config: Config) -> RunSettings:
@@ -81,8 +81,7 @@ class RunSettings:
             propose_output_tokens=config.budget.propose_output_tokens,
             check_output_tokens=config.budget.check_output_tokens,
             refusal_memory_s=config.reasoning.refusal_memory_hours * 3600.0,
-            frame_seed=config.uncertainty.seed,
-            frame_samples=config.uncertainty.samples,
+            frame=config.uncertainty.rule(),
         )
 
 

@@ -24,6 +24,8 @@ from portfolio_optimiser.context.validator import validate_candidate
 from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.outputs._markdown import format_nok
 from portfolio_optimiser.outputs.frame_report import decision_date
+from portfolio_optimiser.outputs.portfolio import PortfolioBook, page_json, read_page
+from portfolio_optimiser.outputs.proposals import read_proposals
 from portfolio_optimiser.pipeline.run import run_project
 from portfolio_optimiser.reasoning.modes import Mode
 from portfolio_optimiser.resources import load_schema
@@ -434,3 +436,24 @@ def test_the_report_marks_an_assumed_spread_as_assumed(tmp_path: Path) -> None:
     assert frame["certain"] == [] and frame["assumed"]["01"] == [0.9, 1.25]
     report = files["report.md"].decode("utf-8")
     assert "**Assumed, not given**" in report and "01, 02.2, 02.6" in report
+
+
+def test_the_portfolio_page_lists_the_measures_whose_decision_point_has_passed(
+    school_outputs: dict[str, bytes], tmp_path: Path
+) -> None:
+    """The decision points travel from the run, through the ledger's page lines, to the page."""
+    path = tmp_path / "proposals.json"
+    path.write_bytes(school_outputs["proposals.json"])
+    kept = page_json(read_proposals(path))  # what the ledger keeps beside the run
+    lines = read_page(kept, "lillevik-school", "r1")
+    assert {line.decide_by[:10] for line in lines if line.decide_by} >= {"2027-04-15", "2028-02-01"}
+    book = PortfolioBook.of(lines, projects={"lillevik-school"}, verdicts={})
+    before, _svg = book.render(thin=[], stamp="2027-01-01T00:00:00Z")
+    assert "## Decision points passed" not in before
+    after, _svg = book.render(thin=[], stamp="2027-06-15T00:00:00Z")
+    section = after.split("## Decision points passed")[1].split("\n## ")[0]
+    # Windows and cladding (15 April), ventilation (1 May), masses (1 June): the court and the
+    # furniture are still to come.
+    assert "4 candidate(s) awaiting a verdict" in section
+    assert "2027-04-15, before the facade drawings are frozen" in section
+    assert "2027-09-01" not in section

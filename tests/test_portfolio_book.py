@@ -43,6 +43,7 @@ def _candidates(rng: random.Random, project_id: str, run: int) -> list[PageCandi
             f"Measure {i} | of {project_id}",
             tuple(rng.sample(CODES, rng.randint(1, 2))),
             Decimal(rng.choice(["150000", "99999.5", "2500000", "150000", "0.25"])),
+            rng.choice([None, "2026-11-01, before the tender", "2027-05-01", "forprosjekt", None]),
         )
         for i in range(rng.randint(0, 4))
     ]
@@ -186,3 +187,31 @@ def test_the_daemons_page_after_runs_and_verdicts_is_the_page_built_afresh(
         assert again.publish(ledger, stamp=iso(START)).read_text("utf-8") == afresh
         assert all(page.candidates is not None for page in ledger.records.project_pages())
         processor.close()
+
+
+def test_open_candidates_whose_decision_point_has_passed_are_listed_until_decided() -> None:
+    late = PageCandidate("a", "r1", "a-1", "Standard windows", ("25",), Decimal("640000"),
+                         "2026-11-15, before the facade contract")  # fmt: skip
+    later = PageCandidate("b", "r1", "b-1", "Reuse masses", ("21",), Decimal("90000"), "2026-10-01")
+    future = PageCandidate(
+        "b", "r1", "b-2", "Defer the court", ("26",), Decimal("1000"), "2027-09-01"
+    )
+    phase = PageCandidate(
+        "c", "r1", "c-1", "Simpler zoning", ("22",), Decimal("5000"), "forprosjekt"
+    )
+    book = PortfolioBook.of([late, later, future, phase], projects={"a", "b", "c"}, verdicts={})
+    page, _svg = book.render(thin=[], stamp=STAMP)
+    section = page.split("## Decision points passed")[1].split("##")[0]
+    assert (
+        "2 candidate(s) awaiting a verdict whose measure had to be decided before 2026-12-03"
+        in section
+    )
+    rows = [row for row in section.splitlines() if row.startswith("| ") and "`" in row]
+    assert [row.split("`")[1] for row in rows] == ["b-1", "a-1"]  # the earliest first
+    assert "b-2" not in section and "c-1" not in section
+    book.set_verdict("b-1", PageVerdict("approved"))
+    page, _svg = book.render(thin=[], stamp=STAMP)
+    section = page.split("## Decision points passed")[1].split("##")[0]
+    assert "1 candidate(s)" in section and "b-1" not in section
+    book.set_verdict("a-1", PageVerdict("rejected"))
+    assert "## Decision points passed" not in book.render(thin=[], stamp=STAMP)[0]

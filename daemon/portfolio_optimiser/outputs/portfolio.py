@@ -15,83 +15,24 @@ page a book reaches by changes is the page a book built afresh from the same lin
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Final
 
-from .proposals import Proposals
+from .frame_report import decision_date
+from .portfolio_lines import PageCandidate, PageVerdict, page_json, read_page
 from .report import Redactor, format_nok, render_savings_svg
 
 __all__ = ["SVG_NAME", "PageCandidate", "PageVerdict", "PortfolioBook", "page_json", "read_page"]
+# PageCandidate, PageVerdict, page_json and read_page are the page's lines (``portfolio_lines``),
+# named here too: the page is what its callers import.
 
 SVG_NAME: Final = "portfolio.svg"
 _LARGEST: Final = 10
-_APPROVED: Final = frozenset({"approved", "approved_with_adjustment"})
-
-
-@dataclass(frozen=True)
-class PageCandidate:
-    """One validated candidate of a project's latest run, as the page counts it."""
-
-    project_id: str
-    run_id: str
-    candidate_id: str
-    title: str
-    codes: tuple[str, ...]
-    saving: Decimal
-
-
-def page_json(proposals: Proposals) -> str:
-    """A run's candidates as the page counts them (the validated ones, in its order), as the
-    ledger keeps them beside the run: the page is built from these, not by reading every run."""
-    return json.dumps(
-        [
-            {
-                "id": c.id,
-                "title": c.title or c.id,
-                "codes": list(c.affected_codes),
-                "saving": str(Decimal(str(c.claimed_saving_nok))),
-            }
-            for c in proposals.candidates
-            if c.validated  # the page counts validated savings, as the run reports do
-        ],
-        ensure_ascii=False,
-    )
-
-
-def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
-    """What :func:`page_json` wrote (raises ``ValueError``, ``KeyError`` or ``TypeError`` for
-    anything else)."""
-    return [
-        PageCandidate(
-            project_id,
-            run_id,
-            str(entry["id"]),
-            str(entry["title"]),
-            tuple(str(code) for code in entry["codes"]),
-            Decimal(str(entry["saving"])),
-        )
-        for entry in json.loads(text)
-    ]
-
-
-@dataclass(frozen=True)
-class PageVerdict:
-    """An expert's word on a candidate, as the page counts it."""
-
-    decision: str
-    adjusted: Decimal | None = None
-    """The saving the expert signed off, where it differs from the claim."""
-    rate: Decimal | None = None
-    """The realisation the expert expects (approved only; 1 when not said)."""
-
-    @property
-    def approves(self) -> bool:
-        return self.decision in _APPROVED
 
 
 @dataclass(frozen=True)
@@ -124,6 +65,12 @@ class _Line:
     def rank(self) -> tuple[Decimal, str, int]:
         """The order of the largest open candidates: by saving, then in the page's line order."""
         return -self.saving, self.candidate.project_id, self.position
+
+    @property
+    def due(self) -> tuple[date, str, int] | None:
+        """Its place among decision points: the date its measure must be decided by, if any."""
+        when = decision_date(self.candidate.decide_by)
+        return None if when is None else (when, self.candidate.project_id, self.position)
 
     @property
     def code_label(self) -> str:
@@ -181,6 +128,8 @@ class PortfolioBook:
     """The open lines' ranks, in order: the largest are the first."""
     _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
     """Lines approved above their claim, by (project, place)."""
+    _due: list[tuple[date, str, int]] = field(default_factory=list)
+    """The open lines with a dated decision point, by that date: those before today have passed."""
     _svg: str | None = None
 
     @classmethod
@@ -264,10 +213,15 @@ class PortfolioBook:
             else:
                 del self._above[place]
         if line.verdict is None:
+            due = line.due
             if sign > 0:
                 insort(self._open, line.rank)
+                if due is not None:
+                    insort(self._due, due)
             else:
                 del self._open[bisect_left(self._open, line.rank)]
+                if due is not None:
+                    del self._due[bisect_left(self._due, due)]
 
     def _row(self, project_id: str) -> None:
         totals = self._by_project.get(project_id, _Totals())
@@ -318,6 +272,7 @@ class PortfolioBook:
                 for code, totals in sorted(self._by_code.items())
             ),
             *self._largest(),
+            *self._passed(stamp),
             *self._approved_above(),
             *_thin(thin),
             "",
@@ -349,6 +304,35 @@ class PortfolioBook:
             "Each has a verdict template in `runs/<project>/<run>/verdicts/`; save it, filled "
             "in, into `inbox/verdicts/`.",
         ]
+
+    def _passed(self, stamp: str) -> list[str]:
+        """The open candidates whose decision point is before the page's day (a bisection of the
+        dated ones: a page of ten thousand projects reads only those it lists)."""
+        today = decision_date(stamp)
+        if today is None:
+            return []
+        passed = bisect_left(self._due, (today, "", -1))
+        if not passed:
+            return []
+        red = self.redactor
+        body = [
+            "",
+            "## Decision points passed",
+            "",
+            f"{passed} candidate(s) awaiting a verdict whose measure had to be decided before "
+            f"{today.isoformat()}: decide them, or move their decision point in the bundle.",
+            "",
+            "| project | candidate | decide by | saving (NOK) |",
+            "|---|---|---|---:|",
+        ]
+        for _when, project_id, position in self._due[: min(passed, _LARGEST)]:
+            c = self._lines[project_id][position].candidate
+            when = red.text(c.decide_by or "", f"candidate {c.candidate_id}").replace("|", "/")
+            body.append(
+                f"| {red.text(c.project_id, 'a project id')} | `{c.candidate_id}` | {when} | "
+                f"{format_nok(c.saving)} |"
+            )
+        return body
 
     def _approved_above(self) -> list[str]:
         red = self.redactor

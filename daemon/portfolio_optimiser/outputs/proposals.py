@@ -67,6 +67,8 @@ class ProposedCandidate:
     """The checker's outcome, kept apart from the validator's."""
     assessment: str | None
     disagreement: str | None
+    decide_by: str | None = None
+    """Its measure's latest decision point (a date first, or a phase); None when unsaid."""
 
     @property
     def awaits_verdict(self) -> bool:
@@ -137,6 +139,7 @@ def _candidate(c: _Fields) -> ProposedCandidate:
         checker=cast(CheckerWord, c.within("checker").word("outcome", _CHECKER_WORDS)),
         assessment=c.text_or_none("assessment"),
         disagreement=c.text_or_none("disagreement"),
+        decide_by=c.text_or_none("decide_by"),
     )
 
 

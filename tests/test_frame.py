@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
 import pytest
+import structlog
 
 from portfolio_optimiser import outputs
 from portfolio_optimiser.cli import main
@@ -16,15 +18,25 @@ from portfolio_optimiser.config import load_config
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision, Rejected, Rule, RuleOutcome
 from portfolio_optimiser.context.errors import IRError
-from portfolio_optimiser.context.frame import FrameRule, candidate_delta, frame_of
+from portfolio_optimiser.context.frame import FrameRule, backtest_of, candidate_delta, frame_of
 from portfolio_optimiser.context.imports import ImportRefused, read_estimate, write_bundle
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.validator import validate_candidate
+from portfolio_optimiser.daemon.ledger import Ledger
+from portfolio_optimiser.daemon.once import run_once
+from portfolio_optimiser.daemon.portfolio_page import PortfolioPage
+from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.learning import VerdictStore
 from portfolio_optimiser.outputs._markdown import format_nok
 from portfolio_optimiser.outputs.frame_report import decision_date
-from portfolio_optimiser.outputs.portfolio import PortfolioBook, page_json, read_page
+from portfolio_optimiser.outputs.portfolio import (
+    PortfolioBook,
+    page_json,
+    read_outcome,
+    read_page,
+)
 from portfolio_optimiser.outputs.proposals import read_proposals
 from portfolio_optimiser.pipeline.run import run_project
 from portfolio_optimiser.reasoning.modes import Mode
@@ -34,6 +46,7 @@ from .conftest import EXAMPLES
 from .pipeline_helpers import CHECKER, PROPOSER, budget, factory, session, settings, write
 
 SEED = 3459
+CI = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
 RULE = FrameRule(seed=SEED)
 """Lines without a triple estimate taken as certain, as a config with spread = [1, 1] has them."""
 
@@ -70,22 +83,26 @@ def cut(codes: tuple[str, ...], saving: float, title: str = "cut") -> Candidate:
     )
 
 
-def hall(tmp_path: Path) -> Project:
+def hall_with(tmp_path: Path, more: dict[str, str]) -> Project:
+    """A hall: a frame (02) and a roof (03) with ranges, moving together at 0.7, and ``more``."""
+    frame = line("02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g")
+    roof = line("03", 500_000, low=450_000, high=900_000, correlation_group="g")
     return load_ir_projections(
         bundle(
             tmp_path,
-            {
-                "frame.md": line(
-                    "02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g"
-                ),
-                "roof.md": line("03", 500_000, low=450_000, high=900_000, correlation_group="g"),
-                "site.md": line("01", 300_000),
-                "k.md": "---\ntype: measure-option\nid: k-01\nmeasure_type: removal\n"
-                'affected_codes: ["01"]\nestimated_saving_nok: 40000\n---\nCut.\n',
-            },
+            {"frame.md": frame, "roof.md": roof, **more},
             project="correlation:\n  g: 0.7\n",
         )
     )
+
+
+def hall(tmp_path: Path) -> Project:
+    """The hall with a certain site (01) and a kuttliste item on it."""
+    item = (
+        "---\ntype: measure-option\nid: k-01\nmeasure_type: removal\n"
+        'affected_codes: ["01"]\nestimated_saving_nok: 40000\n---\nCut.\n'
+    )
+    return hall_with(tmp_path, {"site.md": line("01", 300_000), "k.md": item})
 
 
 def test_every_problem_of_a_frame_is_named_at_once_with_its_file_and_field(tmp_path: Path) -> None:
@@ -226,22 +243,6 @@ def option(saving: int, **claims: object) -> str:
     )
 
 
-def hall_with(tmp_path: Path, item: str) -> Project:
-    return load_ir_projections(
-        bundle(
-            tmp_path,
-            {
-                "frame.md": line(
-                    "02", 1_000_000, low=900_000, high=2_000_000, correlation_group="g"
-                ),
-                "roof.md": line("03", 500_000, low=450_000, high=900_000, correlation_group="g"),
-                "k2.md": item,
-            },
-            project="correlation:\n  g: 0.7\n",
-        )
-    )
-
-
 def validated(project: Project, seed: int = SEED) -> Decision:
     [candidate] = kuttliste_candidates(project)
     return validate_candidate(candidate, project, frame=FrameRule(seed, 10_000))
@@ -251,19 +252,21 @@ def validated(project: Project, seed: int = SEED) -> Decision:
 def test_the_validator_reproduces_a_claimed_effect_on_p50_and_p85_or_refuses_it(
     tmp_path: Path,
 ) -> None:
-    plain = hall_with(tmp_path / "plain", option(150_000))
+    plain = hall_with(tmp_path / "plain", {"k2.md": option(150_000)})
     [candidate] = kuttliste_candidates(plain)
     delta = candidate_delta(plain, candidate, FrameRule(SEED, 10_000))
     assert delta is not None and delta.p85_nok < delta.p50_nok < 0
     # The planner copies the figures from an earlier report, to the krone.
     p50, p85 = round(delta.p50_nok), round(delta.p85_nok)
-    held = hall_with(tmp_path / "held", option(150_000, delta_p50_nok=p50, delta_p85_nok=p85))
+    held = hall_with(
+        tmp_path / "held", {"k2.md": option(150_000, delta_p50_nok=p50, delta_p85_nok=p85)}
+    )
     decision = validated(held)
     assert isinstance(decision, Accepted)
     check = decision.receipt.check(Rule.FRAME_REPRODUCED)
     assert check.outcome is RuleOutcome.PASSED and "reproduces ΔP50" in check.detail
     # A figure off by more than rounding is refused, with what the frame gives instead.
-    wrong = hall_with(tmp_path / "wrong", option(150_000, delta_p85_nok=p85 - 20_000))
+    wrong = hall_with(tmp_path / "wrong", {"k2.md": option(150_000, delta_p85_nok=p85 - 20_000)})
     refused = validated(wrong)
     assert isinstance(refused, Rejected) and refused.rule is Rule.FRAME_REPRODUCED
     assert f"it claims ΔP85 {p85 - 20_000} NOK" in refused.reason
@@ -283,7 +286,7 @@ def test_a_claimed_effect_on_a_project_with_no_range_is_refused(tmp_path: Path) 
 
 
 def test_a_candidate_that_claims_nothing_passes_the_frame_rule(tmp_path: Path) -> None:
-    decision = validated(hall_with(tmp_path, option(150_000)))
+    decision = validated(hall_with(tmp_path, {"k2.md": option(150_000)}))
     assert isinstance(decision, Accepted)
     assert decision.receipt.check(Rule.FRAME_REPRODUCED).detail == "claims no ΔP50 or ΔP85"
 
@@ -457,3 +460,123 @@ def test_the_portfolio_page_lists_the_measures_whose_decision_point_has_passed(
     assert "4 candidate(s) awaiting a verdict" in section
     assert "2027-04-15, before the facade drawings are frozen" in section
     assert "2027-09-01" not in section
+
+
+STAMP_PAGE = "2026-12-05T00:00:00Z"
+
+
+def finished(tmp_path: Path, final: int, *, stated: bool = True, twice: bool = False) -> Path:
+    outcome = f"---\ntype: outcome\nfinal_cost_nok: {final}\ncompleted: '2026'\n---\nDone.\n"
+    header = "p50_nok: 1500000\np85_nok: 1700000\n" if stated else ""
+    files = {
+        "frame.md": line("02", 1_000_000, low=900_000, high=2_000_000),
+        "site.md": line("01", 300_000),
+        "outcome.md": outcome,
+    }
+    if twice:
+        files["again.md"] = outcome
+    return bundle(tmp_path, files, project=header)
+
+
+def test_a_finished_project_is_judged_against_the_frames_it_states_else_its_simulated_ones(
+    tmp_path: Path,
+) -> None:
+    stated = load_ir_projections(finished(tmp_path / "stated", 1_800_000))
+    assert stated.outcome is not None and stated.outcome.completed == "2026"
+    frame = frame_of(stated, [], accepted=frozenset(), rule=RULE)
+    found = backtest_of(stated, frame)
+    assert found is not None and found.basis == "stated"
+    assert (found.p50_nok, found.p85_nok) == (1_500_000, 1_700_000)
+    assert found.above_p85 and found.above_p50
+    plain = load_ir_projections(finished(tmp_path / "plain", 1_400_000, stated=False))
+    frame = frame_of(plain, [], accepted=frozenset(), rule=RULE)
+    found = backtest_of(plain, frame)
+    assert found is not None and frame is not None and found.basis == "simulated"
+    assert (found.p50_nok, found.p85_nok) == (frame.p50_nok, frame.p85_nok)
+    assert (
+        backtest_of(load_ir_projections(bundle(tmp_path / "open", {"a.md": line("01", 9)})), None)
+        is None
+    )
+    with pytest.raises(IRError, match="more than one 'type: outcome' concept"):
+        load_ir_projections(finished(tmp_path / "twice", 1, twice=True))
+
+
+def test_a_finished_projects_report_and_the_portfolio_page_judge_its_frames(
+    tmp_path: Path,
+) -> None:
+    reasoning = session(tmp_path / "r", PROPOSER, CHECKER, mode=Mode.CI)
+    pages: dict[str, str] = {}
+    reports: dict[str, str] = {}
+    for name, final in (("over", 1_800_000), ("between", 1_600_000), ("under", 1_400_000)):
+        root = finished(tmp_path / name, final)
+        (root / "project.md").write_text(
+            (root / "project.md").read_text("utf-8").replace("id: hall", f"id: {name}"), "utf-8"
+        )
+        run = run_project(root, verdicts=VerdictStore(), budget=budget(), settings=settings(),
+                          reasoning=reasoning, run_id="r1", client_factory=factory({}))  # fmt: skip
+        files = outputs.build_run_files(
+            asyncio.run(run), outbox=tmp_path / "o", run_id="r1", stamp="2026-12-05", schema_ref=""
+        )
+        doc = json.loads(files["proposals.json"])
+        jsonschema.Draft202012Validator(load_schema("proposals.schema.json")).validate(doc)
+        assert doc["outcome"]["basis"] == "stated" and doc["outcome"]["final_cost_nok"] == final
+        reports[name] = files["report.md"].decode("utf-8")
+        assert (
+            f"The project finished at **{format_nok(final)} NOK**, completed 2026" in reports[name]
+        )
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(files["proposals.json"])
+        pages[name] = page_json(read_proposals(path))  # what the ledger keeps
+    over = "above its P85 (1 700 000 NOK, +5.9%) and above its P50 (1 500 000 NOK, +20.0%)"
+    assert over in reports["over"]
+    assert "within its P85 (1 700 000 NOK, -5.9%) and above its P50" in reports["between"]
+    book = PortfolioBook.of(
+        [c for name, text in pages.items() for c in read_page(text, name, "r1")],
+        projects=set(pages),
+        verdicts={},
+        outcomes={name: o for name, text in pages.items() if (o := read_outcome(text))},
+    )
+    history = book.render(thin=[], stamp=STAMP_PAGE)[0].split("## Frames against outcomes")[1]
+    assert "3 finished project(s): **1 (33%) ended above their P85**" in history
+    assert "2 (67%) above their P50" in history
+    assert "the final cost stood +6.7% from P50 on average" in history  # (+20 + 6.7 - 6.7) / 3
+    # The project's latest run without its outcome (a bundle edited back): it counts no more.
+    book.replace("over", read_page(pages["over"], "over", "r2"))
+    history = book.render(thin=[], stamp=STAMP_PAGE)[0].split("## Frames against outcomes")[1]
+    assert "2 finished project(s): **0 (0%) ended above their P85**" in history
+
+
+def test_the_daemons_portfolio_page_counts_a_finished_project_from_its_ledger(
+    tmp_path: Path,
+) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    finished(ws.inbox_projects / "hall", 1_800_000)
+    run_once(ws, load_config(), log=structlog.get_logger("test"), environ=CI)
+    page = (ws.outbox / "portfolio.md").read_text("utf-8")
+    assert "1 finished project(s): **1 (100%) ended above their P85**" in page
+    # Built again from the ledger alone, after a restart: the outcome is kept there.
+    with Ledger.open(ws.ledger_file) as ledger:
+        processor = Processor(ws, load_config(), ledger, time.time, structlog.get_logger("t"),
+                              environ=CI)  # fmt: skip
+        fresh = PortfolioPage(ws, processor.portfolio, structlog.get_logger("test"))
+        again = fresh.publish(ledger, stamp=STAMP_PAGE).read_text("utf-8")
+        processor.close()
+    assert "1 finished project(s): **1 (100%) ended above their P85**" in again
+
+
+def test_a_measure_may_name_its_decision_point_decide_by_but_not_two(tmp_path: Path) -> None:
+    project = hall_with(
+        tmp_path / "one", {"k2.md": option(150_000, decide_by="'2027-03-01, forprosjekt'")}
+    )
+    [candidate] = kuttliste_candidates(project)
+    assert candidate.decide_by == "2027-03-01, forprosjekt"
+    root = bundle(
+        tmp_path / "two",
+        {
+            "frame.md": line("02", 1_000_000),
+            "k2.md": option(150_000, decide_by="2027-03-01", latest_decision_point="2027-04-01"),
+        },
+    )
+    with pytest.raises(IRError, match=r"k2\.md.*name two decision points; keep one"):
+        load_ir_projections(root)

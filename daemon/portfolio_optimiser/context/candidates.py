@@ -33,7 +33,7 @@ def candidate_from_option(project: Project, option: MeasureOption) -> Candidate:
         unit=option.unit,
         unit_price_nok=option.unit_price_nok,
         origin=f"measure-option:{option.id}",
-        decide_by=option.latest_decision_point,
+        decide_by=option.decision_point,
         claimed_delta_p50_nok=option.delta_p50_nok,
         claimed_delta_p85_nok=option.delta_p85_nok,
     )

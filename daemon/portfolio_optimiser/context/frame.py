@@ -23,7 +23,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,9 +33,11 @@ from .uncertainty import Delta, Effect, Element, Simulation, simulate
 __all__ = [
     "CONTRIBUTORS",
     "DEFAULT_RULE",
+    "Backtest",
     "Frame",
     "FrameDelta",
     "FrameRule",
+    "backtest_of",
     "candidate_delta",
     "frame_of",
     "has_triples",
@@ -130,6 +132,47 @@ class Frame(_Frozen):
     joint: FrameDelta | None
     stated_p50_nok: float | None = None
     stated_p85_nok: float | None = None
+
+
+class Backtest(_Frozen):
+    """A finished project's final cost against its frames: the P50 and P85 its header states
+    (set when it was approved), else those its simulated frame gives."""
+
+    final_cost_nok: float
+    p50_nok: float
+    p85_nok: float
+    basis: Literal["stated", "simulated"]
+    completed: str | None = None
+
+    @property
+    def above_p50(self) -> bool:
+        return self.final_cost_nok > self.p50_nok
+
+    @property
+    def above_p85(self) -> bool:
+        return self.final_cost_nok > self.p85_nok
+
+
+def backtest_of(project: Project, frame: Frame | None) -> Backtest | None:
+    """The project's final cost against its frames; None for a project not finished, or with
+    neither stated nor simulated frames."""
+    outcome = project.outcome
+    if outcome is None:
+        return None
+    final = float(outcome.final_cost_nok)
+    if project.p50_nok is not None and project.p85_nok is not None:
+        p50, p85, basis = float(project.p50_nok), float(project.p85_nok), "stated"
+    elif frame is not None:
+        p50, p85, basis = frame.p50_nok, frame.p85_nok, "simulated"
+    else:
+        return None
+    return Backtest(
+        final_cost_nok=final,
+        p50_nok=p50,
+        p85_nok=p85,
+        basis=basis,
+        completed=outcome.completed,
+    )
 
 
 def has_triples(project: Project) -> bool:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from .cost_table import cost_table_lines
 from .errors import BundleError, BundleEscapeError, FrontmatterError, IRError
 from .frontmatter import Concept, read_concept
-from .models import CostLine, MeasureOption, Project, Uncertainty
+from .models import CostLine, MeasureOption, Outcome, Project, Uncertainty
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
 
 __all__ = ["IRRead", "bundle_files", "load_ir_projections", "minted_id", "read_ir"]
@@ -48,6 +48,7 @@ _PROJECT_KEYS = (
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
 _MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})
 _UNCERTAINTY_KEYS = tuple(k for k in Uncertainty.model_fields if k != "source")
+_OUTCOME_KEYS = tuple(k for k in Outcome.model_fields if k != "source")
 MAX_COST_LINES = 100_000
 """Cost lines of one bundle (a 20 000-post tender is large): each is an object in memory."""
 _NUMBER_HINT = "write a plain number without spaces or thousands separators, e.g. 12480000"
@@ -133,6 +134,7 @@ def read_ir(
     lines: list[CostLine] = []
     options: list[MeasureOption] = []
     risks: list[Uncertainty] = []
+    outcomes: list[tuple[str, Outcome]] = []
     problems: list[tuple[str, str]] = []
     unreadable: set[str] = set()
     """The problems that are frontmatter errors (a lone one keeps its own kind of error)."""
@@ -185,6 +187,10 @@ def read_ir(
             options.extend(
                 _build(MeasureOption, concept, _MEASURE_KEYS, problems, extra=minted, skip=untyped)
             )
+        elif kind == "outcome":
+            outcomes += [
+                (rel, found) for found in _build(Outcome, concept, _OUTCOME_KEYS, problems)
+            ]
         elif kind == "uncertainty":
             named_id = {} if concept.frontmatter.get("id") else {"id": minted_id(rel)}
             risks.extend(_build(Uncertainty, concept, _UNCERTAINTY_KEYS, problems, extra=named_id))
@@ -214,6 +220,14 @@ def read_ir(
     problems += _duplicates(lines, "code", "cost line code")
     problems += _duplicates(options, "id", "measure option id")
     problems += _duplicates(risks, "id", "uncertainty id")
+    if len(outcomes) > 1:
+        named_twice = ", ".join(rel for rel, _found in outcomes)
+        problems.append(
+            (
+                outcomes[1][0],
+                f"{root.name}: more than one 'type: outcome' concept ({named_twice}); keep one",
+            )
+        )
     project = None
     if len(headers) == 1:
         concept = headers[0]
@@ -226,6 +240,7 @@ def read_ir(
                 "cost_lines": tuple(lines),
                 "measure_options": tuple(options),
                 "uncertainties": tuple(risks),
+                "outcome": outcomes[0][1] if len(outcomes) == 1 else None,
                 "files": frozenset(rel for _, rel in files),
             },
         )

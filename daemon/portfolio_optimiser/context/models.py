@@ -25,6 +25,7 @@ __all__ = [
     "Candidate",
     "CostLine",
     "MeasureOption",
+    "Outcome",
     "Project",
     "Uncertainty",
     "candidate_key_literal",
@@ -132,6 +133,8 @@ class MeasureOption(_IR):
     unit: str | None = None
     unit_price_nok: Money | None = None
     latest_decision_point: str | None = None
+    decide_by: str | None = None
+    """The same as ``latest_decision_point`` (a date first, or a phase), by its shorter name."""
     delta_p50_nok: Money | None = None
     """What the item, adopted now, does to P50, as the planner states it (the validator
     reproduces it from the uncertainty frame, or refuses it)."""
@@ -147,6 +150,19 @@ class MeasureOption(_IR):
     _amounts = field_validator(
         "estimated_saving_nok", "quantity", "unit_price_nok", "delta_p50_nok", "delta_p85_nok"
     )(lambda v: v if v is None else _finite(v))
+
+    @model_validator(mode="after")
+    def _one_decision_point(self) -> MeasureOption:
+        given = (self.latest_decision_point, self.decide_by)
+        if None not in given and given[0] != given[1]:
+            raise ValueError(
+                "latest_decision_point and decide_by name two decision points; keep one"
+            )
+        return self
+
+    @property
+    def decision_point(self) -> str | None:
+        return self.latest_decision_point or self.decide_by
 
 
 class Uncertainty(_IR):
@@ -178,6 +194,18 @@ class Uncertainty(_IR):
                 "max_nok (its P10 and P90); use pert or triangular for a skewed one"
             )
         return self
+
+
+class Outcome(_IR):
+    """What a finished project cost in the end (``type: outcome``): its frames are judged
+    against it, and a portfolio's frames against their history."""
+
+    final_cost_nok: Money
+    completed: str | None = None
+    """When it was finished (a date or a year), as the bundle says it."""
+    source: str = ""
+
+    _amounts = field_validator("final_cost_nok")(_finite)
 
 
 class Project(_IR):
@@ -221,6 +249,8 @@ class Project(_IR):
     cost_lines: tuple[CostLine, ...] = ()
     measure_options: tuple[MeasureOption, ...] = ()
     uncertainties: tuple[Uncertainty, ...] = ()
+    outcome: Outcome | None = None
+    """The final cost, for a finished project (``type: outcome``)."""
     """The bundle's ``type: uncertainty`` elements: in the uncertainty frame, beside its lines."""
     files: frozenset[str] = frozenset()
     """Bundle-relative paths of every markdown file inside the bundle (for evidence checks)."""

@@ -30,6 +30,7 @@ _FIGURES: Final[dict[str, tuple[str, ...]]] = {
         "affected_codes",
         "estimated_saving_nok",
         "latest_decision_point",
+        "decide_by",
     ),
 }
 _SEPARATOR: Final = " · "

@@ -22,9 +22,11 @@ from portfolio_optimiser.learning import LearnedVerdict
 from portfolio_optimiser.outputs.portfolio import (
     SVG_NAME,
     PageCandidate,
+    PageOutcome,
     PageVerdict,
     PortfolioBook,
     page_json,
+    read_outcome,
     read_page,
 )
 from portfolio_optimiser.outputs.proposals import ProposalsError, read_proposals
@@ -93,10 +95,12 @@ class PortfolioPage:
     def _built(self, ledger: Ledger) -> PortfolioBook:
         pages = ledger.records.project_pages()
         self._runs = {page.project_id: page.run_id for page in pages}
+        lines = {page.project_id: self._lines(ledger, page) for page in pages}
         return PortfolioBook.of(
-            (c for page in pages for c in self._candidates(ledger, page)),
+            (c for candidates, _outcome in lines.values() for c in candidates),
             projects=self.portfolio.ingested.ids(),
             verdicts=self._folded(ledger),
+            outcomes={p: outcome for p, (_c, outcome) in lines.items() if outcome is not None},
         )
 
     def _after_runs(self, book: PortfolioBook, ledger: Ledger) -> None:
@@ -106,7 +110,7 @@ class PortfolioPage:
             p for p, run_id in ledger.records.latest_runs().items() if self._runs.get(p) != run_id
         ]
         for page in ledger.records.project_pages(moved):
-            book.replace(page.project_id, self._candidates(ledger, page))
+            book.replace(page.project_id, *self._lines(ledger, page))
             self._runs[page.project_id] = page.run_id
         folded = self._folded(ledger)
         for candidate_id in sorted(set(folded) | set(book.verdicts)):
@@ -118,20 +122,23 @@ class PortfolioPage:
         store = self.portfolio.verdicts(ledger)
         return {v.candidate_id: page for v in store.verdicts() if (page := _page_verdict(v))}
 
-    def _candidates(self, ledger: Ledger, page: ProjectPage) -> list[PageCandidate]:
+    def _lines(
+        self, ledger: Ledger, page: ProjectPage
+    ) -> tuple[list[PageCandidate], PageOutcome | None]:
+        """A project's candidates on the page, and its outcome if it is finished."""
         text = page.candidates
         if text is None:  # a run recorded before the ledger kept its page: read once, kept
             text = page_of(Path(page.folder), self.log)
             if text is None:
-                return []
+                return [], None
             ledger.records.record_project_page(page.project_id, page.run_id, text)
         try:
-            return read_page(text, page.project_id, page.run_id)
-        except (ValueError, KeyError, TypeError) as exc:
+            return read_page(text, page.project_id, page.run_id), read_outcome(text)
+        except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             self.log.warning(
                 "run left out of the portfolio report", run=page.folder, problem=str(exc)
             )
-            return []
+            return [], None
 
     def _thin_classes(self) -> list[tuple[str, str, int]]:
         """The thin classes of the index as last published (counted once per index)."""

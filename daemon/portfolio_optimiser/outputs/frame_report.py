@@ -33,6 +33,7 @@ __all__ = [
     "decision_date",
     "frame_files",
     "frame_section",
+    "outcome_section",
     "render_curve_svg",
     "render_tornado_svg",
 ]
@@ -161,6 +162,37 @@ def _deltas(result: RunResult, frame: Frame, red: Redactor) -> list[str]:
             f"| {_signed(frame.joint.p50_nok)} | {_signed(frame.joint.p85_nok)} | |"
         )
     return lines
+
+
+def outcome_section(result: RunResult, red: Redactor) -> list[str]:
+    """A finished project's final cost against the frames it was steered by."""
+    found = result.backtest
+    if found is None:
+        return []
+    basis = (
+        "the P50 and P85 the project states"
+        if found.basis == "stated"
+        else "the simulated frame's P50 and P85 (the project states none)"
+    )
+
+    def against(name: str, frame: float) -> str:
+        word = "above" if found.final_cost_nok > frame else "within"
+        share = (found.final_cost_nok - frame) / frame if frame else 0.0
+        return f"{word} its {name} ({_kr(frame)} NOK, {share:+.1%})"
+
+    when = (
+        f", completed {_md(red.text(found.completed, 'a completion date'))}"
+        if found.completed
+        else ""
+    )
+    return [
+        "## The outcome",
+        "",
+        f"The project finished at **{_kr(found.final_cost_nok)} NOK**{when}: "
+        f"{against('P85', found.p85_nok)} and {against('P50', found.p50_nok)}, judged against "
+        f"{basis}.",
+        "",
+    ]
 
 
 def frame_section(result: RunResult, red: Redactor) -> list[str]:

@@ -24,12 +24,28 @@ from types import MappingProxyType
 from typing import Final
 
 from .frame_report import decision_date
-from .portfolio_lines import PageCandidate, PageVerdict, page_json, read_page
+from .portfolio_lines import (
+    History,
+    PageCandidate,
+    PageOutcome,
+    PageVerdict,
+    page_json,
+    read_outcome,
+    read_page,
+)
 from .report import Redactor, format_nok, render_savings_svg
 
-__all__ = ["SVG_NAME", "PageCandidate", "PageVerdict", "PortfolioBook", "page_json", "read_page"]
-# PageCandidate, PageVerdict, page_json and read_page are the page's lines (``portfolio_lines``),
-# named here too: the page is what its callers import.
+__all__ = [
+    "SVG_NAME",
+    "PageCandidate",
+    "PageOutcome",
+    "PageVerdict",
+    "PortfolioBook",
+    "page_json",
+    "read_outcome",
+    "read_page",
+]
+# The page's lines (``portfolio_lines``) are named here too: the page is what its callers import.
 
 SVG_NAME: Final = "portfolio.svg"
 _LARGEST: Final = 10
@@ -128,6 +144,8 @@ class PortfolioBook:
     """The open lines' ranks, in order: the largest are the first."""
     _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
     """Lines approved above their claim, by (project, place)."""
+    _outcomes: dict[str, PageOutcome] = field(default_factory=dict)
+    _history: History = field(default_factory=lambda: History())
     _due: list[tuple[date, str, int]] = field(default_factory=list)
     """The open lines with a dated decision point, by that date: those before today have passed."""
     _svg: str | None = None
@@ -139,15 +157,19 @@ class PortfolioBook:
         *,
         projects: Iterable[str],
         verdicts: Mapping[str, PageVerdict],
+        outcomes: Mapping[str, PageOutcome] | None = None,
     ) -> PortfolioBook:
-        """A book built afresh: every project's candidates, and the verdicts as they stand."""
+        """A book built afresh: every project's candidates and outcome, and the verdicts as they
+        stand."""
         book = cls()
         book._verdicts = dict(verdicts)
         by_project: dict[str, list[PageCandidate]] = {}
         for candidate in candidates:
             by_project.setdefault(candidate.project_id, []).append(candidate)
-        for project_id, listed in by_project.items():
-            book.replace(project_id, listed)
+        for project_id in set(by_project) | set(outcomes or {}):
+            book.replace(
+                project_id, by_project.get(project_id, []), (outcomes or {}).get(project_id)
+            )
         book.set_projects(projects)
         return book
 
@@ -159,8 +181,20 @@ class PortfolioBook:
         if known != self._projects:
             self._projects, self._order = known, None
 
-    def replace(self, project_id: str, candidates: Sequence[PageCandidate]) -> None:
-        """A project's latest run is now this one: its validated candidates, in its order."""
+    def replace(
+        self,
+        project_id: str,
+        candidates: Sequence[PageCandidate],
+        outcome: PageOutcome | None = None,
+    ) -> None:
+        """A project's latest run is now this one: its validated candidates, in its order, and
+        its outcome if it is finished."""
+        before = self._outcomes.pop(project_id, None)
+        if before is not None:
+            self._history.add(before, -1)
+        if outcome is not None:
+            self._outcomes[project_id] = outcome
+            self._history.add(outcome, 1)
         for line in self._lines.pop(project_id, ()):
             self._count(line, -1)
             self._where[line.candidate.candidate_id].discard(project_id)
@@ -273,6 +307,7 @@ class PortfolioBook:
             ),
             *self._largest(),
             *self._passed(stamp),
+            *self._history.section(),
             *self._approved_above(),
             *_thin(thin),
             "",

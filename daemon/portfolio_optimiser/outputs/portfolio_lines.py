@@ -1,17 +1,26 @@
 """The portfolio page's lines: a validated candidate of a project's latest run and an expert's
-verdict on it, as the page counts them, and the compact form the ledger keeps beside each run
-(``page_json``) so that the page is built from the ledger, not by reading every run."""
+verdict on it, as the page counts them; a finished project's outcome, and the outcomes counted
+against their frames (``History``); and the compact form the ledger keeps beside each run
+(``page_json``), so that the page is built from the ledger, not by reading every run."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Final
+from typing import Any, Final
 
 from .proposals import Proposals
 
-__all__ = ["PageCandidate", "PageVerdict", "page_json", "read_page"]
+__all__ = [
+    "History",
+    "PageCandidate",
+    "PageOutcome",
+    "PageVerdict",
+    "page_json",
+    "read_outcome",
+    "read_page",
+]
 
 _APPROVED: Final = frozenset({"approved", "approved_with_adjustment"})
 
@@ -30,23 +39,37 @@ class PageCandidate:
     """Its latest decision point, as its measure names it (a date first, or a phase)."""
 
 
+@dataclass(frozen=True)
+class PageOutcome:
+    """A finished project's final cost against the P50 and P85 it was steered by."""
+
+    final: Decimal
+    p50: Decimal
+    p85: Decimal
+
+
 def page_json(proposals: Proposals) -> str:
     """A run's candidates as the page counts them (the validated ones, in its order), as the
-    ledger keeps them beside the run: the page is built from these, not by reading every run."""
-    return json.dumps(
-        [
-            {
-                "id": c.id,
-                "title": c.title or c.id,
-                "codes": list(c.affected_codes),
-                "saving": str(Decimal(str(c.claimed_saving_nok))),
-                **({"decide_by": c.decide_by} if c.decide_by else {}),
-            }
-            for c in proposals.candidates
-            if c.validated  # the page counts validated savings, as the run reports do
-        ],
-        ensure_ascii=False,
-    )
+    ledger keeps them beside the run: the page is built from these, not by reading every run.
+    A finished project's are kept with its outcome, in an object; any other's as a list, as the
+    ledger has always kept them."""
+    candidates = [
+        {
+            "id": c.id,
+            "title": c.title or c.id,
+            "codes": list(c.affected_codes),
+            "saving": str(Decimal(str(c.claimed_saving_nok))),
+            **({"decide_by": c.decide_by} if c.decide_by else {}),
+        }
+        for c in proposals.candidates
+        if c.validated  # the page counts validated savings, as the run reports do
+    ]
+    outcome = proposals.outcome
+    if outcome is None:
+        return json.dumps(candidates, ensure_ascii=False)
+    figures = (outcome.final_cost_nok, outcome.p50_nok, outcome.p85_nok)
+    kept = dict(zip(("final", "p50", "p85"), (repr(v) for v in figures), strict=True))
+    return json.dumps({"candidates": candidates, "outcome": kept}, ensure_ascii=False)
 
 
 def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
@@ -62,8 +85,21 @@ def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
             Decimal(str(entry["saving"])),
             str(entry["decide_by"]) if entry.get("decide_by") else None,
         )
-        for entry in json.loads(text)
+        for entry in _entries(json.loads(text))
     ]
+
+
+def _entries(kept: Any) -> list[Any]:
+    return kept["candidates"] if isinstance(kept, dict) else kept  # type: ignore[no-any-return]
+
+
+def read_outcome(text: str) -> PageOutcome | None:
+    """The outcome :func:`page_json` kept, if the project was finished."""
+    kept = json.loads(text)
+    if not isinstance(kept, dict) or kept.get("outcome") is None:
+        return None
+    figures = kept["outcome"]
+    return PageOutcome(*(Decimal(str(figures[k])) for k in ("final", "p50", "p85")))
 
 
 @dataclass(frozen=True)
@@ -79,3 +115,36 @@ class PageVerdict:
     @property
     def approves(self) -> bool:
         return self.decision in _APPROVED
+
+
+@dataclass
+class History:
+    """The finished projects' outcomes against their frames, counted one change at a time."""
+
+    finished: int = 0
+    above_p85: int = 0
+    above_p50: int = 0
+    deviation: Decimal = Decimal(0)
+    """The final costs' deviations from P50, as shares, added."""
+
+    def add(self, outcome: PageOutcome, sign: int) -> None:
+        self.finished += sign
+        self.above_p85 += sign * (outcome.final > outcome.p85)
+        self.above_p50 += sign * (outcome.final > outcome.p50)
+        if outcome.p50:
+            self.deviation += sign * (outcome.final - outcome.p50) / outcome.p50
+
+    def section(self) -> list[str]:
+        if not self.finished:
+            return []
+        n = self.finished
+        return [
+            "",
+            "## Frames against outcomes",
+            "",
+            f"{n} finished project(s): **{self.above_p85} ({self.above_p85 / n:.0%}) ended above "
+            f"their P85** (a P85 is met when at most 15 % do), {self.above_p50} "
+            f"({self.above_p50 / n:.0%}) above their P50; the final cost stood "
+            f"{float(self.deviation / n):+.1%} from P50 on average. Each is judged against the "
+            "P50 and P85 its project states, else its simulated frame's.",
+        ]

@@ -82,12 +82,22 @@ class ProposedCandidate:
 
 
 @dataclass(frozen=True)
+class ProposedOutcome:
+    """A finished project's final cost against its frames, as ``proposals.json`` holds it."""
+
+    final_cost_nok: float
+    p50_nok: float
+    p85_nok: float
+
+
+@dataclass(frozen=True)
 class Proposals:
     """A published run's ``proposals.json``: its project, its run and its candidates, in order."""
 
     project_id: str
     run_id: str
     candidates: tuple[ProposedCandidate, ...]
+    outcome: ProposedOutcome | None = None
 
 
 def read_proposals(path: Path) -> Proposals:
@@ -115,7 +125,16 @@ def read_proposals(path: Path) -> Proposals:
             _candidate(_Fields(path, c, f"candidates/{i}"))
             for i, c in enumerate(top.get("candidates", list, "a list"))
         ),
+        outcome=_outcome(top.within("outcome")) if "outcome" in doc else None,
     )
+
+
+def _outcome(o: _Fields) -> ProposedOutcome:
+    figures = [o.get(k, int | float, "a number") for k in ("final_cost_nok", "p50_nok", "p85_nok")]
+    for key, value in zip(("final_cost_nok", "p50_nok", "p85_nok"), figures, strict=True):
+        if isinstance(value, bool):
+            o.refuse(key, f"{value!r} is not a number")
+    return ProposedOutcome(*(float(v) for v in figures))
 
 
 def _candidate(c: _Fields) -> ProposedCandidate:

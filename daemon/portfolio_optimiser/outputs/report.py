@@ -29,7 +29,7 @@ from .explained import (
     references_section,
     sources_section,
 )
-from .frame_report import frame_section
+from .frame_report import frame_section, outcome_section
 from .worksheet import candidates_table, decision_cell, worksheet_section
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
@@ -269,6 +269,7 @@ def render_report(
         "",
         *candidates_table(result, red),
         "",
+        *outcome_section(result, red),
         *frame_section(result, red),
         *worksheet_section(result, red),
         *_heard(result, red),

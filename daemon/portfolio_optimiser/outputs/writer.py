@@ -137,6 +137,8 @@ def _proposals(result: RunResult, red: Redactor, schema_ref: str) -> dict[str, A
     }
     if result.frame is not None:
         doc["frame"] = result.frame.model_dump(mode="json")
+    if result.backtest is not None:
+        doc["outcome"] = result.backtest.model_dump(mode="json")
     scrubbed: dict[str, Any] = red.value(doc, "proposals.json")
     scrubbed["candidates"] = [
         red.value(_candidate_doc(run, result.frame), f"candidate {run.candidate.id}")

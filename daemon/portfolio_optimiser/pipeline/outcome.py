@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from portfolio_optimiser.context import standing
 from portfolio_optimiser.context.changes import LineChange
 from portfolio_optimiser.context.decisions import Decision
-from portfolio_optimiser.context.frame import Frame
+from portfolio_optimiser.context.frame import Backtest, Frame
 from portfolio_optimiser.context.models import Candidate
 from portfolio_optimiser.context.reference import LineReference
 
@@ -123,6 +123,8 @@ class RunResult(BaseModel):
     """A learned candidate's source: the verdict it carries (who approved what, where, when)."""
     declined: tuple[Candidate, ...] = ()
     """Candidates an expert rejected, not checked again: the report keeps them, marked."""
+    backtest: Backtest | None = None
+    """A finished project's final cost against its frames."""
     frame: Frame | None = None
     """The uncertainty frame (P50, P85, each candidate's effect on them), for a project whose
     lines carry triple estimates."""

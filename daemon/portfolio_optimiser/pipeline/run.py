@@ -16,7 +16,7 @@ from pathlib import Path
 
 from portfolio_optimiser.context.candidates import sources_of
 from portfolio_optimiser.context.changes import line_changes
-from portfolio_optimiser.context.frame import frame_of
+from portfolio_optimiser.context.frame import backtest_of, frame_of
 from portfolio_optimiser.context.frontmatter import Concept
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
@@ -137,6 +137,8 @@ async def run_project(
             "withheld from what was sent to models: " + ", ".join(sorted(run.withheld))
         )
     shown = [c.candidate for c in run.outcomes] + run.declined  # every candidate the report lists
+    accepted = frozenset(c.candidate.id for c in run.outcomes if c.awaits_verdict)
+    frame = frame_of(project, shown, accepted=accepted, rule=settings.frame)
     return RunResult(
         project_id=project.id,
         run_id=run_id,
@@ -152,12 +154,8 @@ async def run_project(
             else None
         ),
         sources=sources_of(project, shown),
-        frame=frame_of(
-            project,
-            shown,
-            accepted=frozenset(c.candidate.id for c in run.outcomes if c.awaits_verdict),
-            rule=settings.frame,
-        ),
+        frame=frame,
+        backtest=backtest_of(project, frame),
         lines=_lines(project, shown),
         base_estimate_nok=project.cost_total_nok,
         decided=_decided(verdicts, shown),

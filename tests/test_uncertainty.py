@@ -7,6 +7,7 @@ import math
 import pytest
 from scipy import special, stats
 
+from portfolio_optimiser.context import uncertainty
 from portfolio_optimiser.context.uncertainty import (
     STABLE_TO,
     Effect,
@@ -174,3 +175,17 @@ def test_an_impossible_element_is_refused_with_its_name(make: object, says: str)
 def test_a_coefficient_outside_zero_to_one_is_refused() -> None:
     with pytest.raises(ValueError, match="between 0 and 1"):
         simulate([Element("a", 1.0, 2.0, 3.0, group="g")], correlation={"g": 1.5}, seed=1)
+
+
+def test_a_group_too_large_to_hold_is_drawn_again_to_the_same_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    elements = [
+        Element(f"e{i}", 80.0, 100.0 + i, 190.0, group="big", probability=0.5 if i == 3 else 1.0)
+        for i in range(12)
+    ]
+    held = simulate(elements, correlation={"big": 0.5}, seed=6)
+    monkeypatch.setattr(uncertainty, "HELD_VALUES", 0)
+    again = simulate(elements, correlation={"big": 0.5}, seed=6)
+    assert again.quantiles == held.quantiles
+    assert dict(again.contributions) == pytest.approx(dict(held.contributions), rel=1e-12)

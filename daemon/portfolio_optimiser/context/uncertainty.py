@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -69,6 +70,8 @@ SCORES: Final = np.arange(-8.0, 8.0 + SCORE_STEP / 2, SCORE_STEP)
 10^15) takes the table's end."""
 _SCORE_SHARES: Final = special.ndtr(SCORES)
 P90_SCORE: Final = float(special.ndtri(0.9))
+HELD_VALUES: Final = 4_000_000
+"""Draws of one correlation group held at once (32 MB); a larger group is drawn again."""
 CURVE_POINTS: Final = 101
 """The S-curve: the total at 0 %, 1 %, … 100 %."""
 
@@ -200,23 +203,27 @@ def _draws_of(element: Element, score: Floats) -> Floats:
     return drawn
 
 
-def _normal_scores(
-    elements: Sequence[Element], rho: Mapping[str, float], seed: int, n: int
-) -> Iterable[tuple[Element, Floats, np.random.Generator]]:
-    factors: dict[str, Floats] = {}
-    for element in elements:
-        stream = _stream(seed, "element:" + element.id)
-        own = stream.standard_normal(n)
-        coefficient = rho.get(element.group, 0.0) if element.group else 0.0
-        if coefficient > 0.0:
-            assert element.group is not None
-            factor = factors.get(element.group)
-            if factor is None:
-                factor = factors[element.group] = _stream(
-                    seed, "group:" + element.group
-                ).standard_normal(n)
-            own = math.sqrt(coefficient) * factor + math.sqrt(1.0 - coefficient) * own
-        yield element, own, stream
+def _element_draws(
+    element: Element, rho: Mapping[str, float], seed: int, n: int, factors: dict[str, Floats]
+) -> Floats:
+    """An element's ``n`` draws, the same each time they are asked for: its normal scores from its
+    own stream (mixed with its group's factor, kept in ``factors``), then its marginal; an event's
+    happening drawn after them from the same stream."""
+    stream = _stream(seed, "element:" + element.id)
+    score = stream.standard_normal(n)
+    coefficient = rho.get(element.group, 0.0) if element.group else 0.0
+    if coefficient > 0.0:
+        assert element.group is not None
+        factor = factors.get(element.group)
+        if factor is None:
+            factor = factors[element.group] = _stream(
+                seed, "group:" + element.group
+            ).standard_normal(n)
+        score = math.sqrt(coefficient) * factor + math.sqrt(1.0 - coefficient) * score
+    x = _draws_of(element, score)
+    if element.probability < 1.0:
+        x = np.where(stream.random(n) < element.probability, x, 0.0)
+    return x
 
 
 def _draws(
@@ -231,41 +238,45 @@ def _draws(
 
     An element's covariance with the total is its covariance with its own group's sum (with
     itself, alone in no group): elements of different groups are independent, so that is what
-    the rest of the total adds in expectation, and only one group's draws are held at a time."""
+    the rest of the total adds in expectation. The elements are drawn a group at a time; a
+    group's draws are held for it while they fit in ``HELD_VALUES``, and drawn again otherwise
+    (a table of thousands of lines in one group would need gigabytes)."""
     total = np.zeros(n)
     removed = [np.zeros(n) for _ in effects]
     covariance = np.zeros(len(elements))
     place = {element.id: i for i, element in enumerate(elements)}
-    group: list[tuple[int, Floats]] = []
-    current: str | None = None
-
-    def close_group() -> None:
-        if not group:
-            return
-        summed = np.sum([x for _i, x in group], axis=0)
-        centred = summed - summed.mean()
-        for i, x in group:
-            covariance[i] = float(np.dot(x - x.mean(), centred)) / n
-        group.clear()
-
+    touching: dict[str, list[tuple[int, float]]] = {}
+    for i, effect in enumerate(effects):
+        for name, share in effect.shares.items():
+            touching.setdefault(name, []).append((i, share))
     ordered = sorted(elements, key=lambda e: (e.group is not None, e.group or ""))
-    for element, score, stream in _normal_scores(ordered, rho, seed, n):
-        x = _draws_of(element, score)
-        if element.probability < 1.0:
-            x = np.where(stream.random(n) < element.probability, x, 0.0)
-        total += x
-        for i, effect in enumerate(effects):
-            share = effect.shares.get(element.id)
-            if share is not None:
+    for group, found in itertools.groupby(ordered, key=lambda e: e.group):
+        members = list(found)
+        factors: dict[str, Floats] = {}
+        hold = group is not None and len(members) * n <= HELD_VALUES
+        held: list[tuple[int, Floats]] = []
+        summed = np.zeros(n)
+        for element in members:
+            x = _element_draws(element, rho, seed, n, factors)
+            total += x
+            for i, share in touching.get(element.id, ()):
                 removed[i] += share * x
-        if element.group != current:
-            close_group()
-            current = element.group
-        if element.group is None:
-            covariance[place[element.id]] = float(x.var())
-        else:
-            group.append((place[element.id], x))
-    close_group()
+            if group is None:
+                covariance[place[element.id]] = float(x.var())
+                continue
+            summed += x
+            if hold:
+                held.append((place[element.id], x))
+        if group is None:
+            continue
+        centred = summed - summed.mean()
+        again = (
+            held
+            if hold
+            else ((place[e.id], _element_draws(e, rho, seed, n, factors)) for e in members)
+        )
+        for i, x in again:
+            covariance[i] = float(np.dot(x - x.mean(), centred)) / n
     return total, covariance, removed
 
 

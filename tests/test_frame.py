@@ -22,7 +22,8 @@ from portfolio_optimiser.context.frame import FrameRule, backtest_of, candidate_
 from portfolio_optimiser.context.imports import ImportRefused, read_estimate, write_bundle
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
-from portfolio_optimiser.context.validator import validate_candidate
+from portfolio_optimiser.context.uncertainty import STABLE_TO, Element, simulate
+from portfolio_optimiser.context.validator import validate_candidate, validate_candidates
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio_page import PortfolioPage
@@ -135,7 +136,9 @@ def test_a_project_without_a_triple_estimate_has_no_frame(tmp_path: Path) -> Non
 
 
 def test_the_frame_says_what_it_assumed_and_holds_the_kuttliste_to_p85(tmp_path: Path) -> None:
-    frame = frame_of(hall(tmp_path), [], accepted=frozenset(), rule=RULE)
+    project = hall(tmp_path)
+    items = kuttliste_candidates(project)
+    frame = frame_of(project, items, accepted=frozenset(c.id for c in items), rule=RULE)
     assert frame is not None
     assert frame.uncertain == ("02", "03") and frame.certain == ("01",)
     assert frame.correlation == {"g": 0.7} and frame.groups == {"g": ("02", "03")}
@@ -264,13 +267,14 @@ def test_the_validator_reproduces_a_claimed_effect_on_p50_and_p85_or_refuses_it(
     decision = validated(held)
     assert isinstance(decision, Accepted)
     check = decision.receipt.check(Rule.FRAME_REPRODUCED)
-    assert check.outcome is RuleOutcome.PASSED and "reproduces ΔP50" in check.detail
+    assert check.outcome is RuleOutcome.PASSED and "reproduces delta_p50_nok" in check.detail
     # A figure off by more than rounding is refused, with what the frame gives instead.
     wrong = hall_with(tmp_path / "wrong", {"k2.md": option(150_000, delta_p85_nok=p85 - 20_000)})
     refused = validated(wrong)
     assert isinstance(refused, Rejected) and refused.rule is Rule.FRAME_REPRODUCED
-    assert f"it claims ΔP85 {p85 - 20_000} NOK" in refused.reason
-    assert "gives ΔP85 " in refused.reason and "correct the claim or remove it" in refused.reason
+    assert f"it claims delta_p85_nok {p85 - 20_000};" in refused.reason
+    assert "gives delta_p85_nok " in refused.reason and "negative where" in refused.reason
+    assert "correct the claim or remove it" in refused.reason
     # The figures are the seed's: another seed does not reproduce them.
     assert isinstance(validated(held, seed=SEED + 1), Rejected)
 
@@ -288,7 +292,9 @@ def test_a_claimed_effect_on_a_project_with_no_range_is_refused(tmp_path: Path) 
 def test_a_candidate_that_claims_nothing_passes_the_frame_rule(tmp_path: Path) -> None:
     decision = validated(hall_with(tmp_path, {"k2.md": option(150_000)}))
     assert isinstance(decision, Accepted)
-    assert decision.receipt.check(Rule.FRAME_REPRODUCED).detail == "claims no ΔP50 or ΔP85"
+    assert decision.receipt.check(Rule.FRAME_REPRODUCED).detail == (
+        "claims no delta_p50_nok or delta_p85_nok"
+    )
 
 
 def test_check_bundle_shows_the_frame_a_run_would_report(
@@ -580,3 +586,67 @@ def test_a_measure_may_name_its_decision_point_decide_by_but_not_two(tmp_path: P
     )
     with pytest.raises(IRError, match=r"k2\.md.*name two decision points; keep one"):
         load_ir_projections(root)
+
+
+def test_the_kuttliste_value_counts_only_the_items_the_validator_accepted(tmp_path: Path) -> None:
+    def item(name: str, saving: int) -> str:
+        return (
+            f"---\ntype: measure-option\nid: {name}\nmeasure_type: removal\n"
+            f'affected_codes: ["01"]\nestimated_saving_nok: {saving}\n---\nCut.\n'
+        )
+
+    root = bundle(
+        tmp_path,
+        {
+            "a.md": line("01", 1_000_000, low=900_000, high=1_300_000),
+            "k1.md": item("k-1", 800_000),
+            "k2.md": item("k-2", 700_000),  # with k-1, more than the line costs: refused
+        },
+    )
+    project = load_ir_projections(root)
+    items = kuttliste_candidates(project)
+    decisions = validate_candidates(items, project, frame=RULE)
+    accepted = frozenset(
+        c.id for c, d in zip(items, decisions, strict=True) if isinstance(d, Accepted)
+    )
+    assert len(accepted) == 1
+    frame = frame_of(project, items, accepted=accepted, rule=RULE)
+    assert frame is not None
+    assert frame.kuttliste_nok == 800_000 and frame.kuttliste_left_out == ("k-2",)
+    assert frame.kostnadsramme_nok == pytest.approx(frame.p85_nok - 800_000)
+    assert main(["check-bundle", str(root)]) == 1  # k-2 is a problem of the bundle
+
+
+def test_a_normal_line_without_a_range_and_one_off_centre_by_rounding_are_drawn(
+    tmp_path: Path,
+) -> None:
+    project = load_ir_projections(
+        bundle(
+            tmp_path,
+            {
+                "a.md": line("01", 1_000_000, low=900_000, high=1_100_000.4, distribution="normal"),
+                "b.md": line("02", 1_000, distribution="normal"),  # the assumed spread, symmetric
+            },
+        )
+    )
+    frame = frame_of(project, [], accepted=frozenset(), rule=FrameRule(spread=(0.9, 1.25)))
+    assert frame is not None and frame.assumed == {"02": (0.9, 1.25)}
+
+
+def test_half_a_triple_estimate_is_named_not_ignored(tmp_path: Path) -> None:
+    root = bundle(
+        tmp_path, {"a.md": line("01", 100, min_nok=90), "b.md": line("02", 100, likely_nok=100)}
+    )
+    with pytest.raises(IRError) as caught:
+        load_ir_projections(root)
+    message = str(caught.value)
+    assert "a.md" in message and "b.md" in message
+    assert "needs both min_nok and max_nok" in message
+
+
+def test_an_event_on_p85_stops_the_samples_doubling_and_says_how_wide_p85_is() -> None:
+    lines = [Element(f"l{i}", 90.0, 100.0, 125.0) for i in range(50)]
+    event = Element("ground", 400.0, 500.0, 800.0, probability=0.15)
+    found = simulate([*lines, event], seed=1)
+    assert found.samples <= 20_000  # one doubling: the interval did not narrow
+    assert found.stable_to > STABLE_TO  # and the frame says so, not a false 0.5 %

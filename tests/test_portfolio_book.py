@@ -21,7 +21,12 @@ from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio_page import PortfolioPage
 from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.workspace import Workspace
-from portfolio_optimiser.outputs.portfolio import PageCandidate, PageVerdict, PortfolioBook
+from portfolio_optimiser.outputs.portfolio import (
+    PageCandidate,
+    PageOutcome,
+    PageVerdict,
+    PortfolioBook,
+)
 from portfolio_optimiser.outputs.report import format_nok
 
 from .synthetic_ns3451 import generate_ns3451
@@ -215,3 +220,18 @@ def test_open_candidates_whose_decision_point_has_passed_are_listed_until_decide
     assert "1 candidate(s)" in section and "b-1" not in section
     book.set_verdict("a-1", PageVerdict("rejected"))
     assert "## Decision points passed" not in book.render(thin=[], stamp=STAMP)[0]
+
+
+def test_outcomes_taken_out_and_put_in_leave_the_page_built_afresh() -> None:
+    under = PageOutcome(Decimal("1400000"), Decimal("1500000"), Decimal("1700000"))
+    over = PageOutcome(Decimal("1800000"), Decimal("1500000"), Decimal("1700000"))
+    between = PageOutcome(Decimal("1600000"), Decimal("1500000"), Decimal("1700000"))
+    book = PortfolioBook()
+    book.replace("u", [], under)
+    book.replace("o", [], over)
+    book.replace("o", [])  # its latest run has no outcome any more
+    book.replace("b", [], between)
+    afresh = PortfolioBook.of([], projects=set(), verdicts={}, outcomes={"u": under, "b": between})
+    kept = book.render(thin=[], stamp=STAMP)[0]
+    assert kept == afresh.render(thin=[], stamp=STAMP)[0]
+    assert "the final cost stood +0.0% from P50 on average" in kept

@@ -10,6 +10,7 @@ from pathlib import Path
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.bundle_check import check_bundle as check_whole_bundle
+from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.conformance import check_conformance
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frame import frame_of
@@ -103,7 +104,10 @@ def _check_one(bundle: Path, config: Config) -> list[str]:
         if project.p85_nok is not None:
             figures.append(f"P85 {nok(project.p85_nok)}")
         say(f"  {len(project.cost_lines)} cost lines, {', '.join(figures)}")
-        frame = frame_of(project, [], accepted=frozenset(), rule=rule)
+        items = kuttliste_candidates(project)
+        counted = {item for item, _title, _saving, said in checked.kuttliste if said == "accepted"}
+        accepted = frozenset(c.id for c in items if c.origin.split(":", 1)[1] in counted)
+        frame = frame_of(project, items, accepted=accepted, rule=rule)
         if frame is not None:
             say(
                 f"  uncertainty frame: P50 {nok(round(frame.p50_nok))}, P85 "

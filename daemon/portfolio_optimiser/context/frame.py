@@ -12,7 +12,8 @@ drawn beside the lines; it is no line, so no candidate touches it.
 
 A candidate is applied as the share of its lines' base estimate its saving is: a measure that
 saves a tenth of a line's amount takes a tenth of each of that line's draws, and so a tenth of its
-uncertainty. Candidates the validator accepted are also applied together (their shares added on
+uncertainty. Validated candidates (the validator accepted, the checker did not reject) are also
+applied together (their shares added on
 each line, never past the whole line), since effects do not add at a quantile. The kuttliste is
 held, not adopted: the kostnadsramme is P85 less the kuttliste's value, and P50 is left alone.
 """
@@ -106,7 +107,10 @@ class Frame(_Frozen):
     p85_nok: float
     p90_nok: float
     kuttliste_nok: float
-    """The kuttliste's value: its items' estimated savings, added."""
+    """The kuttliste's value: the estimated savings of its items the validator accepted (and the
+    checker did not reject), added: an item counted twice, or out of its lines' cost, is not."""
+    kuttliste_left_out: tuple[str, ...] = ()
+    """The kuttliste's items not counted in its value (by id): the report says so."""
     kostnadsramme_nok: float
     """P85 less the kuttliste's value (the kuttliste held to protect it)."""
     correlation: dict[str, float]
@@ -128,7 +132,7 @@ class Frame(_Frozen):
     deltas: dict[str, FrameDelta]
     """Each candidate's effect, adopted now, alone; a candidate on no line of the frame has none."""
     adopted: tuple[str, ...]
-    """The candidates applied together (those the validator accepted)."""
+    """The candidates applied together (the validated ones)."""
     joint: FrameDelta | None
     stated_p50_nok: float | None = None
     stated_p85_nok: float | None = None
@@ -201,7 +205,15 @@ def _names(project: Project) -> list[str]:
 def _risk_names(project: Project, names: Sequence[str]) -> list[str]:
     """Each uncertainty element's id in the frame: its own, told from a line's code if need be."""
     taken = set(names)
-    return [u.id if u.id not in taken else f"{u.id} (uncertainty)" for u in project.uncertainties]
+    found = []
+    for u in project.uncertainties:
+        name, n = u.id, 1
+        while name in taken:
+            n += 1
+            name = f"{u.id} (uncertainty)" if n == 2 else f"{u.id} (uncertainty {n - 1})"
+        taken.add(name)
+        found.append(name)
+    return found
 
 
 def _range(line: CostLine, rule: FrameRule) -> tuple[float, float, float]:
@@ -214,6 +226,9 @@ def _range(line: CostLine, rule: FrameRule) -> tuple[float, float, float]:
     if spread is None:
         return amount, amount, amount
     low, high = sorted((amount * spread[0], amount * spread[1]))
+    if line.distribution == "normal":  # symmetric: the wider side, both ways
+        half = max(amount - low, high - amount)
+        return amount - half, amount, amount + half
     return low, amount, high
 
 
@@ -296,7 +311,7 @@ def frame_of(
         seed=rule.seed,
         samples=rule.samples,
     )
-    return _frame(project, names, found, tuple(e.id for e in adopted), rule)
+    return _frame(project, names, found, candidates, accepted, rule)
 
 
 def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> FrameDelta | None:
@@ -323,10 +338,14 @@ def _frame(
     project: Project,
     names: Sequence[str],
     found: Simulation,
-    adopted: tuple[str, ...],
+    candidates: Sequence[Candidate],
+    accepted: frozenset[str],
     rule: FrameRule,
 ) -> Frame:
-    kuttliste = math.fsum(float(m.estimated_saving_nok) for m in project.measure_options)
+    held = {f"measure-option:{m.id}" for m in project.measure_options}
+    counted = [c for c in candidates if c.origin in held and c.id in accepted]
+    kuttliste = math.fsum(float(c.claimed_saving_nok) for c in counted)
+    left_out = sorted(held - {c.origin for c in counted})
     groups: dict[str, list[str]] = defaultdict(list)
     uncertain: list[str] = []
     certain: list[str] = []
@@ -355,6 +374,7 @@ def _frame(
         p85_nok=q["p85"],
         p90_nok=q["p90"],
         kuttliste_nok=kuttliste,
+        kuttliste_left_out=tuple(origin.removeprefix("measure-option:") for origin in left_out),
         kostnadsramme_nok=q["p85"] - kuttliste,
         correlation=dict(project.correlation),
         groups={group: tuple(codes) for group, codes in sorted(groups.items())},
@@ -371,7 +391,7 @@ def _frame(
             if share > 0
         ),
         deltas={cid: FrameDelta.of(delta) for cid, delta in found.effects.items()},
-        adopted=adopted,
+        adopted=tuple(cid for cid in found.effects if cid in accepted),
         joint=FrameDelta.of(found.joint) if found.joint is not None else None,
         stated_p50_nok=project.p50_nok,
         stated_p85_nok=project.p85_nok,

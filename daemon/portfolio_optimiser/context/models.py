@@ -103,6 +103,11 @@ class CostLine(_IR):
         if triple != sorted(triple):
             raise ValueError("min_nok, likely_nok and max_nok must be in rising order")
         low, high = self.min_nok, self.max_nok
+        if (low is None) != (high is None) or (low is None and self.likely_nok is not None):
+            raise ValueError(
+                "a triple estimate needs both min_nok and max_nok (likely_nok is optional: the "
+                "amount is the most likely figure without it); give both or none"
+            )
         if low is None or high is None:
             return self
         likely = self.likely_nok if self.likely_nok is not None else self.amount_nok

@@ -146,15 +146,17 @@ def _validate(
 
 def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameRule) -> RuleCheck:
     claimed = {
-        "ΔP50": candidate.claimed_delta_p50_nok,
-        "ΔP85": candidate.claimed_delta_p85_nok,
+        "delta_p50_nok": candidate.claimed_delta_p50_nok,
+        "delta_p85_nok": candidate.claimed_delta_p85_nok,
     }
     stated = {name: value for name, value in claimed.items() if value is not None}
     rule = Rule.FRAME_REPRODUCED
     if not stated:
-        return RuleCheck(rule=rule, outcome=RuleOutcome.PASSED, detail="claims no ΔP50 or ΔP85")
+        return RuleCheck(
+            rule=rule, outcome=RuleOutcome.PASSED, detail="claims no delta_p50_nok or delta_p85_nok"
+        )
     delta = candidate_delta(project, candidate, frame)
-    said = ", ".join(f"{name} {_nok(_dec(value))} NOK" for name, value in stated.items())
+    said = ", ".join(f"{name} {_nok(_dec(value))}" for name, value in stated.items())
     if delta is None:
         return RuleCheck(
             rule=rule,
@@ -163,20 +165,21 @@ def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameRule) 
             "(min_nok, max_nok) to simulate it from; give the lines their ranges or remove "
             "the claim",
         )
-    found = {"ΔP50": _dec(delta.p50_nok), "ΔP85": _dec(delta.p85_nok)}
+    found = {"delta_p50_nok": _dec(delta.p50_nok), "delta_p85_nok": _dec(delta.p85_nok)}
     figures = {name: _nok(value.quantize(Decimal("0.01"))) for name, value in found.items()}
     off = [
         name
         for name, value in stated.items()
         if abs(_dec(value) - found[name]) > ARITHMETIC_TOLERANCE_NOK
     ]
-    where = f"the frame (seed {frame.seed}, from {frame.samples} samples)"
+    where = f"the uncertainty frame (seed {frame.seed})"
     if off:
-        gives = ", ".join(f"{name} {figures[name]} NOK" for name in off)
+        gives = ", ".join(f"{name} {figures[name]}" for name in off)
         return RuleCheck(
             rule=rule,
             outcome=RuleOutcome.FAILED,
-            detail=f"it claims {said}; {where} gives {gives}; correct the claim or remove it",
+            detail=f"it claims {said}; {where} gives {gives} (NOK, negative where the measure "
+            "lowers P50 or P85); correct the claim or remove it",
             figures=figures,
         )
     return RuleCheck(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final
 from xml.sax.saxutils import escape as xml_escape
 
 from portfolio_optimiser.context.frame import Frame
+from portfolio_optimiser.context.uncertainty import STABLE_TO
 
 from ._markdown import format_nok
 from ._markdown import md as _md
@@ -79,6 +80,14 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
         f"- Simulated from the triple estimates of {len(frame.uncertain)} line(s): "
         f"{codes(frame.uncertain)}."
     ]
+    if frame.kuttliste_left_out:
+        said.append(
+            "- The kuttliste's value counts its validated items only; not counted: "
+            + ", ".join(
+                _md(red.text(item, "a kuttliste item")) for item in frame.kuttliste_left_out
+            )
+            + " (the candidates table says why)."
+        )
     if frame.uncertainties:
         risks = [
             _md(red.text(name, "an uncertainty element"))
@@ -121,6 +130,12 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
         + f", seed {frame.seed}: P85 is within {frame.stable_to:.2%} of its value over them "
         "(95 %). The same bundle and seed give the same figures."
     )
+    if frame.stable_to > STABLE_TO:
+        said.append(
+            "- **P85 sits on a jump**: an event's probability falls at it, so P85 moves with the "
+            "draws by more than 0.5 % and more samples would not narrow it. Read P85 with "
+            "P80 and P90 beside it (the S-curve)."
+        )
     return said
 
 
@@ -158,7 +173,7 @@ def _deltas(result: RunResult, frame: Frame, red: Redactor) -> list[str]:
         )
     if frame.joint is not None:
         lines.append(
-            f"| all {len(frame.adopted)} the validator accepted, together "
+            f"| all {len(frame.adopted)} validated, together "
             f"| {_signed(frame.joint.p50_nok)} | {_signed(frame.joint.p85_nok)} | |"
         )
     return lines
@@ -172,7 +187,7 @@ def outcome_section(result: RunResult, red: Redactor) -> list[str]:
     basis = (
         "the P50 and P85 the project states"
         if found.basis == "stated"
-        else "the simulated frame's P50 and P85 (the project states none)"
+        else "the simulated frame's P50 and P85 (the project does not state both)"
     )
 
     def against(name: str, frame: float) -> str:

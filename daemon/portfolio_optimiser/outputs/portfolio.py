@@ -23,6 +23,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Final
 
+from ._markdown import md
 from .frame_report import decision_date
 from .portfolio_lines import (
     History,
@@ -362,7 +363,7 @@ class PortfolioBook:
         ]
         for _when, project_id, position in self._due[: min(passed, _LARGEST)]:
             c = self._lines[project_id][position].candidate
-            when = red.text(c.decide_by or "", f"candidate {c.candidate_id}").replace("|", "/")
+            when = md(red.text(c.decide_by or "", f"candidate {c.candidate_id}"))
             body.append(
                 f"| {red.text(c.project_id, 'a project id')} | `{c.candidate_id}` | {when} | "
                 f"{format_nok(c.saving)} |"

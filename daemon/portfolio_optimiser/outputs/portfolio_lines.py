@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Final
 
 from .proposals import Proposals
@@ -124,15 +125,16 @@ class History:
     finished: int = 0
     above_p85: int = 0
     above_p50: int = 0
-    deviation: Decimal = Decimal(0)
-    """The final costs' deviations from P50, as shares, added."""
+    deviation: Fraction = Fraction(0)
+    """The final costs' deviations from P50, as shares, added: exact, so taking one out undoes
+    putting it in, in any order."""
 
     def add(self, outcome: PageOutcome, sign: int) -> None:
         self.finished += sign
         self.above_p85 += sign * (outcome.final > outcome.p85)
         self.above_p50 += sign * (outcome.final > outcome.p50)
         if outcome.p50:
-            self.deviation += sign * (outcome.final - outcome.p50) / outcome.p50
+            self.deviation += sign * Fraction(outcome.final - outcome.p50) / Fraction(outcome.p50)
 
     def section(self) -> list[str]:
         if not self.finished:

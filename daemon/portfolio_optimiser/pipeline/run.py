@@ -137,7 +137,8 @@ async def run_project(
             "withheld from what was sent to models: " + ", ".join(sorted(run.withheld))
         )
     shown = [c.candidate for c in run.outcomes] + run.declined  # every candidate the report lists
-    accepted = frozenset(c.candidate.id for c in run.outcomes if c.awaits_verdict)
+    # Validated: accepted by the validator, not rejected by the checker (the report's totals).
+    accepted = frozenset(c.candidate.id for c in run.outcomes if c.validated)
     frame = frame_of(project, shown, accepted=accepted, rule=settings.frame)
     return RunResult(
         project_id=project.id,

@@ -650,3 +650,20 @@ def test_an_event_on_p85_stops_the_samples_doubling_and_says_how_wide_p85_is() -
     found = simulate([*lines, event], seed=1)
     assert found.samples <= 20_000  # one doubling: the interval did not narrow
     assert found.stable_to > STABLE_TO  # and the frame says so, not a false 0.5 %
+
+
+def test_check_bundle_notes_a_decision_point_whose_date_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = bundle(
+        tmp_path,
+        {
+            "a.md": line("01", 1_000_000),
+            "k.md": "---\ntype: measure-option\nid: k-1\nmeasure_type: removal\n"
+            'affected_codes: ["01"]\nestimated_saving_nok: 1000\n'
+            "latest_decision_point: '01.03.2027, forprosjekt'\n---\nCut.\n",
+        },
+    )
+    assert main(["check-bundle", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "k.md: its decision point '01.03.2027, forprosjekt' begins with no date" in out

@@ -19,8 +19,12 @@ from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.context.verdict import parse_verdict
 from portfolio_optimiser.errors import UserError
+from portfolio_optimiser.outputs.frame_report import decision_date
 
 __all__ = ["check_bundle", "check_verdict", "demo", "resolve_config"]
+
+_DATED = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}")
+"""A date in a decision point, however it is written."""
 
 
 def say(text: str = "") -> None:
@@ -140,6 +144,13 @@ def _check_one(bundle: Path, config: Config) -> list[str]:
                 say(
                     f"    note: {option.source}: no id; it is {option.id!r}, minted from its path "
                     "(the same on every run; write id: to choose one)"
+                )
+            point = option.decision_point
+            if point and decision_date(point) is None and _DATED.search(point):
+                say(
+                    f"    note: {option.source}: its decision point {point!r} begins with no date "
+                    "the report can rank or the portfolio page can see pass; write the date first, "
+                    "as 2027-03-01"
                 )
     problems += [str(issue) for issue in check_conformance(bundle)]
     for item, title, saving, said in checked.kuttliste:

@@ -10,10 +10,8 @@ from pathlib import Path
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.bundle_check import check_bundle as check_whole_bundle
-from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.conformance import check_conformance
 from portfolio_optimiser.context.errors import BundleError
-from portfolio_optimiser.context.frame import frame_of
 from portfolio_optimiser.context.imports import estimate_in
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
@@ -94,9 +92,11 @@ def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | Non
 
 def _check_one(bundle: Path, config: Config) -> list[str]:
     """Print what the foundation sees in one bundle, every problem at once; return them."""
-    rule = config.uncertainty.rule()
     checked = check_whole_bundle(
-        bundle, extra_types=config.bundles.measure_types, units=config.bundles.units, frame=rule
+        bundle,
+        extra_types=config.bundles.measure_types,
+        units=config.bundles.units,
+        frame=config.uncertainty.rule(),
     )
     project = checked.project
     problems = list(checked.problems)
@@ -108,10 +108,7 @@ def _check_one(bundle: Path, config: Config) -> list[str]:
         if project.p85_nok is not None:
             figures.append(f"P85 {nok(project.p85_nok)}")
         say(f"  {len(project.cost_lines)} cost lines, {', '.join(figures)}")
-        items = kuttliste_candidates(project)
-        counted = {item for item, _title, _saving, said in checked.kuttliste if said == "accepted"}
-        accepted = frozenset(c.id for c in items if c.origin.split(":", 1)[1] in counted)
-        frame = frame_of(project, items, accepted=accepted, rule=rule)
+        frame = checked.frame
         if frame is not None:
             say(
                 f"  uncertainty frame: P50 {nok(round(frame.p50_nok))}, P85 "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .candidates import kuttliste_candidates
 from .decisions import Accepted
-from .frame import DEFAULT_RULE, FrameRule
+from .frame import DEFAULT_RULE, Frame, FrameRule, frame_of
 from .ir import read_ir
 from .models import CostLine, MeasureOption, Project
 from .validator import line_tolerance, validate_candidates
@@ -40,6 +40,8 @@ class BundleCheck:
     """Every problem, each one sentence with its file and field, sorted by file."""
     kuttliste: tuple[tuple[str, str, float, str], ...] = ()
     """(item, title, claimed saving, what the validator said) for each kuttliste item."""
+    frame: Frame | None = None
+    """The uncertainty frame a run would publish, with the items the validator accepted held."""
 
 
 def _dec(value: float) -> Decimal:
@@ -129,11 +131,13 @@ def check_bundle(
         flagged |= {option.id} if found else set()
         problems += found
     kuttliste: list[tuple[str, str, float, str]] = []
+    found_frame = None
     if read.project is not None:
         candidates = kuttliste_candidates(read.project)
-        for candidate, decision in zip(
-            candidates, validate_candidates(candidates, read.project, frame=frame), strict=True
-        ):
+        decisions = validate_candidates(candidates, read.project, frame=frame)
+        accepted = frozenset(d.candidate_id for d in decisions if isinstance(d, Accepted))
+        found_frame = frame_of(read.project, candidates, accepted=accepted, rule=frame)
+        for candidate, decision in zip(candidates, decisions, strict=True):
             item = candidate.origin.removeprefix("measure-option:")
             if isinstance(decision, Accepted):
                 said = "accepted"
@@ -147,4 +151,4 @@ def check_bundle(
                     )  # fmt: skip
             kuttliste.append((item, candidate.title, candidate.claimed_saving_nok, said))
     ordered = tuple(dict.fromkeys(s for _f, s in sorted(problems, key=lambda p: p[0])))
-    return BundleCheck(read.project, ordered, tuple(kuttliste))
+    return BundleCheck(read.project, ordered, tuple(kuttliste), found_frame)

@@ -13,9 +13,9 @@ drawn beside the lines; it is no line, so no candidate touches it.
 A candidate is applied as the share of its lines' base estimate its saving is: a measure that
 saves a tenth of a line's amount takes a tenth of each of that line's draws, and so a tenth of its
 uncertainty. Validated candidates (the validator accepted, the checker did not reject) are also
-applied together (their shares added on
-each line, never past the whole line), since effects do not add at a quantile. The kuttliste is
-held, not adopted: the kostnadsramme is P85 less the kuttliste's value, and P50 is left alone.
+applied together (their shares added on each line, never past the whole line), since effects do
+not add at a quantile. The kuttliste is held, not adopted: the kostnadsramme is P85 less the
+value of its validated items, and P50 is left alone.
 """
 
 from __future__ import annotations
@@ -303,15 +303,27 @@ def frame_of(
         if shares is not None:
             effects.append(Effect(candidate.id, shares))
     adopted = [effect for effect in effects if effect.id in accepted]
-    found = simulate(
+    found = _simulated(project, names, rule, effects, _together(adopted) if adopted else None)
+    return _frame(project, names, found, candidates, accepted, rule)
+
+
+def _simulated(
+    project: Project,
+    names: Sequence[str],
+    rule: FrameRule,
+    effects: Sequence[Effect],
+    together: Effect | None = None,
+) -> Simulation:
+    """The project's elements simulated under ``rule``: the one simulation a frame and the
+    validator's reproduction of a claim both read."""
+    return simulate(
         _elements(project, names, rule),
         correlation=project.correlation,
         effects=effects,
-        together=_together(adopted) if adopted else None,
+        together=together,
         seed=rule.seed,
         samples=rule.samples,
     )
-    return _frame(project, names, found, candidates, accepted, rule)
 
 
 def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> FrameDelta | None:
@@ -324,13 +336,7 @@ def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> 
     shares = _shares(project, names, candidate)
     if shares is None:
         return None
-    found = simulate(
-        _elements(project, names, rule),
-        correlation=project.correlation,
-        effects=[Effect(candidate.id, shares)],
-        seed=rule.seed,
-        samples=rule.samples,
-    )
+    found = _simulated(project, names, rule, [Effect(candidate.id, shares)])
     return FrameDelta.of(found.effects[candidate.id])
 
 

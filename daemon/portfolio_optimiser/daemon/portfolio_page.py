@@ -26,8 +26,7 @@ from portfolio_optimiser.outputs.portfolio import (
     PageVerdict,
     PortfolioBook,
     page_json,
-    read_outcome,
-    read_page,
+    read_lines,
 )
 from portfolio_optimiser.outputs.proposals import ProposalsError, read_proposals
 
@@ -133,7 +132,7 @@ class PortfolioPage:
                 return [], None
             ledger.records.record_project_page(page.project_id, page.run_id, text)
         try:
-            return read_page(text, page.project_id, page.run_id), read_outcome(text)
+            return read_lines(text, page.project_id, page.run_id)
         except (ValueError, KeyError, TypeError, ArithmeticError) as exc:
             self.log.warning(
                 "run left out of the portfolio report", run=page.folder, problem=str(exc)

@@ -132,9 +132,9 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
     )
     if frame.stable_to > STABLE_TO:
         said.append(
-            "- **P85 sits on a jump**: an event's probability falls at it, so P85 moves with the "
-            "draws by more than 0.5 % and more samples would not narrow it. Read P85 with "
-            "P80 and P90 beside it (the S-curve)."
+            "- **P85 is not stable to 0.5 %**: it moves with the draws by more than that, and "
+            "more samples did not narrow it (it sits on a jump, as where an event's probability "
+            "falls). Read it with the S-curve about it."
         )
     return said
 

@@ -31,6 +31,7 @@ from .portfolio_lines import (
     PageOutcome,
     PageVerdict,
     page_json,
+    read_lines,
     read_outcome,
     read_page,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "PageVerdict",
     "PortfolioBook",
     "page_json",
+    "read_lines",
     "read_outcome",
     "read_page",
 ]
@@ -146,7 +148,7 @@ class PortfolioBook:
     _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
     """Lines approved above their claim, by (project, place)."""
     _outcomes: dict[str, PageOutcome] = field(default_factory=dict)
-    _history: History = field(default_factory=lambda: History())
+    _history: History = field(default_factory=History)
     _due: list[tuple[date, str, int]] = field(default_factory=list)
     """The open lines with a dated decision point, by that date: those before today have passed."""
     _svg: str | None = None

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
 from .proposals import Proposals
 
@@ -19,6 +19,7 @@ __all__ = [
     "PageOutcome",
     "PageVerdict",
     "page_json",
+    "read_lines",
     "read_outcome",
     "read_page",
 ]
@@ -73,10 +74,15 @@ def page_json(proposals: Proposals) -> str:
     return json.dumps({"candidates": candidates, "outcome": kept}, ensure_ascii=False)
 
 
-def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
-    """What :func:`page_json` wrote (raises ``ValueError``, ``KeyError`` or ``TypeError`` for
-    anything else)."""
-    return [
+def read_lines(
+    text: str, project_id: str, run_id: str
+) -> tuple[list[PageCandidate], PageOutcome | None]:
+    """What :func:`page_json` wrote: the candidates, and the outcome of a finished project (raises
+    ``ValueError``, ``KeyError``, ``TypeError`` or ``ArithmeticError`` for anything else)."""
+    kept = json.loads(text)
+    finished = kept.get("outcome") if isinstance(kept, dict) else None
+    entries = kept["candidates"] if isinstance(kept, dict) else kept
+    candidates = [
         PageCandidate(
             project_id,
             run_id,
@@ -86,21 +92,22 @@ def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
             Decimal(str(entry["saving"])),
             str(entry["decide_by"]) if entry.get("decide_by") else None,
         )
-        for entry in _entries(json.loads(text))
+        for entry in entries
     ]
+    if finished is None:
+        return candidates, None
+    figures = (Decimal(str(finished[k])) for k in ("final", "p50", "p85"))
+    return candidates, PageOutcome(*figures)
 
 
-def _entries(kept: Any) -> list[Any]:
-    return kept["candidates"] if isinstance(kept, dict) else kept  # type: ignore[no-any-return]
+def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
+    """The candidates :func:`page_json` kept."""
+    return read_lines(text, project_id, run_id)[0]
 
 
 def read_outcome(text: str) -> PageOutcome | None:
     """The outcome :func:`page_json` kept, if the project was finished."""
-    kept = json.loads(text)
-    if not isinstance(kept, dict) or kept.get("outcome") is None:
-        return None
-    figures = kept["outcome"]
-    return PageOutcome(*(Decimal(str(figures[k])) for k in ("final", "p50", "p85")))
+    return read_lines(text, "", "")[1]
 
 
 @dataclass(frozen=True)

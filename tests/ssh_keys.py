@@ -1,0 +1,87 @@
+"""Real SSH keys and signatures for the tests, made by ``ssh-keygen`` itself (OpenSSH).
+
+Without ``ssh-keygen`` the tests that need it skip and say why; under ``CI=true`` that is a
+failure, never a skip (CI installs openssh-client)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from portfolio_optimiser.context.signature import NAMESPACE
+
+
+def ssh_keygen() -> str:
+    found = shutil.which("ssh-keygen")
+    if found is None:
+        reason = "ssh-keygen (Debian's openssh-client) is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI installs it, so this is a failure, not a skip")
+        pytest.skip(reason)
+    return found
+
+
+@dataclass(frozen=True)
+class Key:
+    path: Path
+
+    @property
+    def public(self) -> str:
+        """``TYPE BASE64`` without the comment, as an allowed-signers line takes it."""
+        return " ".join(self.path.with_suffix(".pub").read_text().split()[:2])
+
+    @property
+    def fingerprint(self) -> str:
+        out = subprocess.run(
+            [ssh_keygen(), "-l", "-E", "sha256", "-f", str(self.path.with_suffix(".pub"))],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        return out.split()[1]
+
+    def sign(self, file: Path, *, namespace: str = NAMESPACE, to: Path | None = None) -> Path:
+        """``ssh-keygen -Y sign``; the signature is ``FILE.sig`` (moved to ``to`` if given)."""
+        sig = file.with_name(file.name + ".sig")
+        sig.unlink(missing_ok=True)  # ssh-keygen asks before it overwrites
+        subprocess.run(
+            [ssh_keygen(), "-Y", "sign", "-q", "-n", namespace, "-f", str(self.path), str(file)],
+            check=True,
+            capture_output=True,
+        )
+        if to is not None:
+            sig.replace(to)
+            return to
+        return sig
+
+
+def make_key(folder: Path, name: str, kind: str = "ed25519") -> Key:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    extra = ["-b", "2048"] if kind == "rsa" else []
+    subprocess.run(
+        [ssh_keygen(), "-q", "-t", kind, *extra, "-N", "", "-C", name, "-f", str(path)],
+        check=True,
+        capture_output=True,
+    )
+    return Key(path)
+
+
+def keygen_verifies(
+    allowed: Path, identity: str, sig: Path, message: Path, *, at: str, revoked: Path | None = None
+) -> bool:
+    """What ``ssh-keygen -Y verify`` says of the same files at ``at`` (YYYYMMDD[HHMM[SS]][Z])."""
+    extra = ["-r", str(revoked)] if revoked is not None else []
+    with message.open("rb") as stdin:
+        done = subprocess.run(
+            [ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", identity, "-n", NAMESPACE,
+             "-s", str(sig), f"-Overify-time={at}", *extra],
+            stdin=stdin,
+            capture_output=True,
+        )  # fmt: skip
+    return done.returncode == 0

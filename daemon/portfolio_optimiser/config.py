@@ -130,6 +130,12 @@ class Bundles(_Section):
     """Units of this organisation's own (an IT project's users), beside the vocabulary."""
 
 
+class Verdicts(_Section):
+    require_signature: Literal["off", "approvals", "all"] = "off"
+    """Which verdicts need a signature from a key ``config/allowed_signers`` allows: off (one is
+    checked when given), approvals, or all."""
+
+
 class Daemon(_Section):
     stability_seconds: float = 5.0
     rescan_seconds: float = 60.0
@@ -161,6 +167,7 @@ class Config(_Section):
     reference: Reference = Reference()
     uncertainty: Uncertainty = Uncertainty()
     bundles: Bundles = Bundles()
+    verdicts: Verdicts = Verdicts()
     daemon: Daemon = Daemon()
     scale: Scale = Scale()
     source: str = ""

@@ -27,7 +27,9 @@ from sshsig.sshsig import SshsigSignature
 from portfolio_optimiser.errors import UserError
 
 __all__ = [
+    "ALLOWED_NAME",
     "NAMESPACE",
+    "REVOKED_NAME",
     "Proof",
     "SignatureRefused",
     "Trust",

@@ -24,6 +24,7 @@ from .filters import InboxFilter
 from .host import iso
 from .ledger import Ledger
 from .outcomes import ItemResult
+from .signing import Signing, signed_verdict
 from .stability import StabilityTracker, snapshot
 from .verdicts import VerdictState, ingest_verdict
 from .workspace import Workspace
@@ -50,6 +51,7 @@ class Intake:
         self.filter = InboxFilter()
         self.bundles = StabilityTracker(config.daemon.stability_seconds)
         self.verdicts = StabilityTracker(config.daemon.verdict_quiet_seconds)
+        self.signing = Signing(config.verdicts.require_signature, workspace.root / "config")
 
     @functools.cached_property
     def _admission(self) -> Admission:
@@ -68,6 +70,9 @@ class Intake:
         of it, unless it was taken in before)."""
         now = self.clock()
         if entry.parent == self.workspace.inbox_verdicts:
+            signed = signed_verdict(entry)
+            if signed is not None and not self.filter.is_junk(entry.name):
+                entry = signed  # a signature made or changed: its verdict is looked at again
             if not self.filter.is_verdict_candidate(entry):
                 return None
             result = self.verdict(entry, quiet=False)  # valid bytes are complete at once
@@ -96,6 +101,8 @@ class Intake:
         for inbox in (self.workspace.inbox_projects, self.workspace.inbox_verdicts):
             if inbox.is_dir():
                 for entry in sorted(inbox.iterdir()):
+                    if signed_verdict(entry) is not None:
+                        continue  # looked at with its verdict
                     result = self.observe(entry)
                     if result is not None:
                         taken.append(result)
@@ -145,6 +152,7 @@ class Intake:
             wiki_root=self.workspace.wiki,
             now_iso=iso(self.clock()),
             quiet=quiet,
+            signing=self.signing,
         )
         if outcome.state is VerdictState.INGESTED:
             self.verdicts.forget(path)

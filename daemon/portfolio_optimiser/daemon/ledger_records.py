@@ -11,7 +11,14 @@ from typing import NamedTuple
 
 from .db import Database
 
-__all__ = ["CandidateInput", "CandidateRow", "LedgerRecords", "ProjectPage", "VerdictRow"]
+__all__ = [
+    "CandidateInput",
+    "CandidateRow",
+    "LedgerRecords",
+    "ProjectPage",
+    "SignatureRow",
+    "VerdictRow",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +27,17 @@ class VerdictRow:
     digest: str
     name: str
     decision: str
+    recorded_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureRow:
+    """Who a verdict's signature proved, and with which key (by the verdict file's digest)."""
+
+    principal: str
+    fingerprint: str
+    key_type: str
+    namespace: str
     recorded_at: str
 
 
@@ -106,6 +124,28 @@ class LedgerRecords:
             (candidate_id,),
         )
         return None if row is None else VerdictRow(*row)
+
+    def record_signature(self, digest: str, signed: SignatureRow) -> None:
+        """What the signature of the verdict with these bytes proved (a signature made again
+        for the same bytes replaces it)."""
+        self._db.write(
+            "INSERT INTO signatures (digest, principal, fingerprint, key_type, namespace,"
+            " recorded_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (digest) DO UPDATE SET"
+            " principal = excluded.principal, fingerprint = excluded.fingerprint,"
+            " key_type = excluded.key_type, namespace = excluded.namespace,"
+            " recorded_at = excluded.recorded_at",
+            (digest, signed.principal, signed.fingerprint, signed.key_type, signed.namespace,
+             signed.recorded_at),
+        )  # fmt: skip
+
+    def signature(self, digest: str) -> SignatureRow | None:
+        """Who signed the verdict with these bytes; None if it was read unsigned."""
+        row = self._db.one(
+            "SELECT principal, fingerprint, key_type, namespace, recorded_at FROM signatures"
+            " WHERE digest = ?",
+            (digest,),
+        )
+        return None if row is None else SignatureRow(*row)
 
     # -- candidates -----------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ class LedgerError(UserError):
 
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS items (
@@ -50,6 +50,14 @@ CREATE TABLE IF NOT EXISTS verdicts (
     recorded_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS verdicts_by_candidate ON verdicts (candidate_id, seq);
+CREATE TABLE IF NOT EXISTS signatures (
+    digest TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    key_type TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    recorded_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS unfinished_runs (
     digest TEXT PRIMARY KEY,
     starts INTEGER NOT NULL

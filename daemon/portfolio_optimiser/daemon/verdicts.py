@@ -17,11 +17,19 @@ import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from portfolio_optimiser._atomic import publish_text, published_together
+from portfolio_optimiser.context.signature import (
+    ALLOWED_NAME,
+    Proof,
+    SignatureRefused,
+    sign_command,
+    verify_signature,
+)
 from portfolio_optimiser.context.verdict import Verdict, VerdictError, parse_verdict
 from portfolio_optimiser.learning.promotion import (
     PromotionRefused,
@@ -49,6 +57,8 @@ from portfolio_optimiser.reasoning.store import (
 )
 
 from .ledger import Ledger
+from .ledger_records import SignatureRow
+from .signing import Signing, signature_path
 
 __all__ = ["REPORT_SUFFIX", "VerdictOutcome", "VerdictState", "ingest_verdict", "report_path"]
 
@@ -101,16 +111,32 @@ def ingest_verdict(
     wiki_root: Path,
     now_iso: str,
     quiet: bool,
+    signing: Signing | None = None,
 ) -> VerdictOutcome:
-    """Read one verdict file in place. ``quiet``: the file has not changed for the quiet period."""
+    """Read one verdict file in place. ``quiet``: the file has not changed for the quiet period.
+
+    With its signature (``NAME.json.sig``) the file is one item: a signature made or replaced
+    later is a new look at the same decision (the proof is added), never a second decision."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return VerdictOutcome(VerdictState.NOT_READY, "the file went away")
-    digest = hashlib.sha256(data).hexdigest()
+    try:
+        sig: bytes | None = signature_path(path).read_bytes()
+    except FileNotFoundError:
+        sig = None
+    content = hashlib.sha256(data).hexdigest()
+    digest = content if sig is None else hashlib.sha256(data + b"\0" + sig).hexdigest()
+    signing = signing or Signing("off", path.parent / "no-config")
     known = ledger.get(digest)
-    if known is not None and known.state == "failed" and report_path(path).exists():
-        # The same broken bytes, already reported: the report stands, nothing to rewrite.
+    if (
+        known is not None
+        and known.state == "failed"
+        and report_path(path).exists()
+        and (not known.detail or known.detail == signing.trust()[1])
+    ):
+        # The same broken bytes, already reported: the report stands, nothing to rewrite (unless
+        # the trust files or the policy it was refused under changed since).
         return VerdictOutcome(VerdictState.ALREADY, known.error or "reported before")
     current = (
         ledger.records.latest_verdict(known.detail) if known is not None and known.detail else None
@@ -118,7 +144,7 @@ def ingest_verdict(
     if (
         known is not None
         and known.state == "done"
-        and (current is None or current.digest == digest or current.name != path.name)
+        and (current is None or current.digest == content or current.name != path.name)
     ):
         # Read before, and either still the candidate's current verdict or superseded by another
         # file. Only the same file going back to earlier bytes (an editor's undo) is a new
@@ -145,6 +171,22 @@ def ingest_verdict(
         return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
 
     previous = ledger.records.latest_verdict(verdict.id)
+    if (
+        sig is None
+        and previous is not None
+        and previous.digest == content
+        and ledger.records.signature(content) is not None
+    ):
+        # Proven when it was read: a signature taken away afterwards changes nothing.
+        _done(ledger, digest, path, verdict.id, now_iso)
+        return VerdictOutcome(VerdictState.ALREADY, f"{path.name} was read before", verdict.id)
+    try:
+        proof, unchecked = _proof(verdict, data, sig, path, signing, now_iso)
+    except SignatureRefused as exc:
+        sentence = f"{path.name}: {exc}"
+        _report(path, sentence, now_iso=now_iso)
+        _failed(ledger, digest, path, sentence, now_iso, stamp=signing.trust()[1])
+        return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
     key = _key_of(candidate.key_json)
     if key is not None and key.candidate_id() != verdict.id:
         key = None  # an incomplete or foreign key: the verdict's own candidate summary decides
@@ -157,7 +199,12 @@ def ingest_verdict(
         with published_together():
             if verdict.approves:
                 promoted = promote_verdict(
-                    verdict, wiki_root=wiki_root, run_id=candidate.run_id, at=now_iso, key=key
+                    verdict,
+                    wiki_root=wiki_root,
+                    run_id=candidate.run_id,
+                    at=now_iso,
+                    key=key,
+                    signed=proof,
                 )
             elif previous is not None and previous.decision in APPROVALS:
                 retracted = retract_verdict(
@@ -167,7 +214,7 @@ def ingest_verdict(
                     reason=f"the expert's edit of {path.name} withdrew the approval",
                 )
             if store is not None:
-                note = _record_reasoning(store, admission, candidate, verdict, path)
+                note = _record_reasoning(store, admission, candidate, verdict, path, proof)
     except PromotionRefused as exc:
         sentence = f"{path.name}: {exc}"
         _report(path, sentence, now_iso=now_iso)
@@ -177,20 +224,65 @@ def ingest_verdict(
     with ledger.together():
         ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
         ledger.records.record_verdict(
-            verdict.id, digest, path.name, verdict.decision.value, now_iso
+            verdict.id, content, path.name, verdict.decision.value, now_iso
         )
+        if proof is not None:
+            ledger.records.record_signature(
+                content,
+                SignatureRow(
+                    proof.principal, proof.fingerprint, proof.key_type, proof.namespace, now_iso
+                ),
+            )
         ledger.mark(digest, "done", now=now_iso, detail=verdict.id)
     _clear_report(path)
     message = f"{verdict.decision.value} by {verdict.reviewer}"
+    if proof is not None:
+        message += f", signed with {proof.fingerprint}"
+    if unchecked:
+        message += f"; {unchecked}"
     if note:
         message += f"; the reasoning record was refused: {note}"
     return VerdictOutcome(VerdictState.INGESTED, message, verdict.id, promoted, retracted)
 
 
-def _failed(ledger: Ledger, digest: str, path: Path, sentence: str, now_iso: str) -> None:
+def _proof(
+    verdict: Verdict, data: bytes, sig: bytes | None, path: Path, signing: Signing, now_iso: str
+) -> tuple[Proof | None, str]:
+    """What the signature proves (None: unsigned, which the policy allows), and a note when a
+    signature was left unchecked; raises :class:`SignatureRefused` with the reason."""
+    if sig is None:
+        if signing.requires(verdict):
+            raise SignatureRefused(
+                f"this {verdict.decision.value} verdict is not signed, and [verdicts] "
+                f"require_signature = {signing.policy!r} asks for a signature; sign it with "
+                f"`{sign_command(path.name)}` (it writes {signature_path(path).name} beside it); "
+                "it is not promoted until then"
+            )
+        return None, ""
+    trust, _stamp = signing.trust()
+    if not trust.present and not signing.requires(verdict):
+        return None, f"its signature was not checked: there is no {ALLOWED_NAME} in the workspace"
+    at = datetime.fromisoformat(now_iso.replace("Z", "+00:00"))
+    proof = verify_signature(
+        data, sig, identity=verdict.reviewer, trust=trust, at=at, name=path.name
+    )
+    return proof, ""
+
+
+def _done(ledger: Ledger, digest: str, path: Path, candidate_id: str, now_iso: str) -> None:
     with ledger.together():
         ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
-        ledger.mark(digest, "failed", now=now_iso, error=sentence)
+        ledger.mark(digest, "done", now=now_iso, detail=candidate_id)
+
+
+def _failed(
+    ledger: Ledger, digest: str, path: Path, sentence: str, now_iso: str, stamp: str | None = None
+) -> None:
+    """``stamp``: the policy and trust files a signature was refused under (checked again when
+    they change)."""
+    with ledger.together():
+        ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
+        ledger.mark(digest, "failed", now=now_iso, error=sentence, detail=stamp)
 
 
 def _key_of(key_json: str | None) -> CandidateKey | None:
@@ -207,7 +299,7 @@ def _key_of(key_json: str | None) -> CandidateKey | None:
 
 
 def _record_reasoning(
-    store: Store, admission: Any, candidate: Any, verdict: Verdict, path: Path
+    store: Store, admission: Any, candidate: Any, verdict: Verdict, path: Path, proof: Proof | None
 ) -> str | None:
     """The expert's verdict as evidence: it resolves an open disagreement, or validates a conclusion."""
     if not candidate.assessment or admission is None:
@@ -216,7 +308,8 @@ def _record_reasoning(
         Evidence(
             kind=EvidenceKind.VERDICT,
             reference=path.name,
-            note=f"{verdict.decision.value} by {verdict.reviewer}",
+            note=f"{verdict.decision.value} by {verdict.reviewer}"
+            + (f", signed with {proof.fingerprint}" if proof is not None else ""),
         ),
     )
     loaded = store.load()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from portfolio_optimiser.context.frontmatter import read_concept
+from portfolio_optimiser.context.signature import Proof
 from portfolio_optimiser.context.verdict import Verdict
 from portfolio_optimiser.context.wiki import link_in_index, prepend_log, write_concept_file
 from portfolio_optimiser.errors import UserError
@@ -83,6 +84,7 @@ def promote_verdict(
     run_id: str,
     at: str,
     key: CandidateKey | None = None,
+    signed: Proof | None = None,
 ) -> Path:
     """Write ``wiki_root/verdicts/<id>.md``, link it from the index, log it; return the page.
 
@@ -114,6 +116,7 @@ def promote_verdict(
         "claimed_saving_nok": key.saving_literal,  # the literal as written, never normalised
         **({"unit": key.unit} if key.unit else {}),
         "verified": {"by": f"human:{verdict.reviewer}", "at": at},
+        **({"signed": signed.to_json()} if signed is not None else {}),
         "generated": {"by": PROMOTER, "at": at},
         "promoted_from_run": run_id,
         "status": "stable",
@@ -126,7 +129,8 @@ def promote_verdict(
         wiki_root,
         day=day,
         kind="Update" if existed else "Creation",
-        text=f"{rel} promoted from run {run_id}, verified by human:{verdict.reviewer}",
+        text=f"{rel} promoted from run {run_id}, verified by human:{verdict.reviewer}"
+        + (f", signed with {signed.fingerprint}" if signed is not None else ""),
     )
     return page
 

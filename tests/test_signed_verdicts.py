@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
+from portfolio_optimiser.cli import main
 from portfolio_optimiser.config import Verdicts, load_config
 from portfolio_optimiser.context.frontmatter import read_concept
 from portfolio_optimiser.context.signature import NAMESPACE
@@ -215,3 +217,36 @@ def test_off_takes_an_unsigned_verdict_and_says_when_a_signature_went_unchecked(
     assert "not checked" in result.message and "config/allowed_signers" in result.message
     front = _page(workspace)
     assert front is not None and "signed" not in front
+
+
+def test_explain_the_next_runs_provenance_and_its_report_name_the_signer(
+    ran: tuple[Workspace, Clock, list[Processor]],
+    keys: dict[str, Key],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    workspace, clock, _made = ran
+    processor = _open(ran, "approvals")
+    _allow(workspace, f"KE {keys['ke'].public}")
+    path = _approve(workspace)
+    keys["ke"].sign(path)
+    processor.observe(path)
+    fingerprint = keys["ke"].fingerprint
+
+    capsys.readouterr()
+    assert main(["--workspace", str(workspace.root), "explain", CANDIDATE]) == 0
+    out = capsys.readouterr().out
+    assert f"by KE (signed by KE with {fingerprint})" in out
+    assert f"verified by human:KE, signed with {fingerprint}" in out
+
+    changed = drop_bundle(workspace, "lillevik-school-2")
+    index = changed / "index.md"
+    index.write_text(index.read_text("utf-8") + "\nRevised after the ground survey.\n", "utf-8")
+    settle(processor, clock)
+    newest = max(
+        workspace.outbox.glob("runs/*/*/provenance.json"), key=lambda p: p.stat().st_mtime_ns
+    )
+    provenance = json.loads(newest.read_text("utf-8"))
+    [decided] = [c["verdict"] for c in provenance["candidates"] if c["id"] == CANDIDATE]
+    assert decided["reviewer"] == "KE" and decided["signed_with"] == fingerprint
+    report = (newest.parent / "report.md").read_text("utf-8")
+    assert "(signed, key SHA256:" in report

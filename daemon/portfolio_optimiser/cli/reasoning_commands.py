@@ -258,6 +258,9 @@ def _verdict_steps(workspace: Path, config: Config, ident: str) -> list[dict[str
             for row in ledger.records.verdict_history(ident):
                 written = _as_written(ws.inbox_verdicts / row.name, row.digest)
                 who = f" by {written.reviewer}" if written is not None else ""
+                signed = ledger.records.signature(row.digest)
+                if signed is not None:
+                    who += f" (signed by {signed.principal} with {signed.fingerprint})"
                 decided = written.decided_at if written is not None else None
                 when = f", decided {decided}" if decided else ""
                 steps.append(
@@ -275,12 +278,18 @@ def _verdict_steps(workspace: Path, config: Config, ident: str) -> list[dict[str
         front = read_concept(page, f"verdicts/{ident}.md").frontmatter
         verified = front.get("verified") or {}
         status = front.get("status", "stable")
+        signed = front.get("signed")
+        key = (
+            f", signed with {signed.get('fingerprint')}"
+            if isinstance(signed, dict) and signed.get("fingerprint")
+            else ""
+        )
         steps.append(
             {
                 "kind": "promotion",
                 "recorded_at": str(verified.get("at", "")) if isinstance(verified, dict) else "",
                 "id": f"bundles/wiki/verdicts/{ident}.md",
-                "summary": f"promoted to the wiki, verified by {verified.get('by') if isinstance(verified, dict) else '?'}; status {status}",
+                "summary": f"promoted to the wiki, verified by {verified.get('by') if isinstance(verified, dict) else '?'}{key}; status {status}",
             }
         )
     return steps

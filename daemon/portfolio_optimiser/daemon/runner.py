@@ -200,7 +200,7 @@ def learning_store(workspace: Workspace, ledger: Ledger, log: Any) -> VerdictSto
     for page, why in problems:
         log.warning("wiki page skipped by the learning fold", page=page, problem=why)
     for row in ledger.records.latest_verdicts():
-        learned = _recorded(workspace, row, log)
+        learned = _recorded(workspace, ledger, row, log)
         if learned is not None:
             store.add(learned)
     return store
@@ -212,13 +212,15 @@ def current_verdict(
     """One candidate's verdict as :func:`learning_store` would fold it: its last recorded file
     while its bytes are the ones read, else what the wiki says (folded in full: rare)."""
     row = ledger.records.latest_verdict(candidate_id)
-    learned = _recorded(workspace, row, log) if row is not None else None
+    learned = _recorded(workspace, ledger, row, log) if row is not None else None
     if learned is not None:
         return learned
     return learning_store(workspace, ledger, log).get(candidate_id)
 
 
-def _recorded(workspace: Workspace, row: VerdictRow, log: Any) -> LearnedVerdict | None:
+def _recorded(
+    workspace: Workspace, ledger: Ledger, row: VerdictRow, log: Any
+) -> LearnedVerdict | None:
     """The verdict a ledger row recorded, while its file still holds the bytes read."""
     path = workspace.inbox_verdicts / row.name
     try:
@@ -228,7 +230,12 @@ def _recorded(workspace: Workspace, row: VerdictRow, log: Any) -> LearnedVerdict
     if hashlib.sha256(data).hexdigest() != row.digest:
         return None  # edited since it was read; the daemon reads the new bytes first
     try:
-        return LearnedVerdict.from_verdict(parse_verdict(data, row.name), source=path)
+        signed = ledger.records.signature(row.digest)
+        return LearnedVerdict.from_verdict(
+            parse_verdict(data, row.name),
+            source=path,
+            signed_with=signed.fingerprint if signed is not None else None,
+        )
     except (VerdictError, VerdictFrontmatterError) as exc:
         log.warning("verdict skipped by the learning fold", file=row.name, problem=str(exc))
         return None

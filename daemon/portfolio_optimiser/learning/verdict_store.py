@@ -115,6 +115,8 @@ class LearnedVerdict:
     realization_rate: float | None = None
     adjusted_saving_nok: float | int | None = None
     decided_at: str | None = None
+    signed_with: str | None = None
+    """The fingerprint of the SSH key whose signature proved the reviewer; None: unsigned."""
 
     @property
     def approves(self) -> bool:
@@ -122,7 +124,12 @@ class LearnedVerdict:
 
     @classmethod
     def from_verdict(
-        cls, verdict: Verdict, *, source: Path, key: CandidateKey | None = None
+        cls,
+        verdict: Verdict,
+        *,
+        source: Path,
+        key: CandidateKey | None = None,
+        signed_with: str | None = None,
     ) -> LearnedVerdict:
         """A parsed verdict file; the key comes from its candidate summary unless given."""
         if key is None:
@@ -137,6 +144,7 @@ class LearnedVerdict:
             realization_rate=verdict.realization_rate,
             adjusted_saving_nok=verdict.adjusted_saving_nok,
             decided_at=verdict.decided_at,
+            signed_with=signed_with,
         )
 
 
@@ -304,7 +312,14 @@ def _learned_from_page(concept: Concept, path: Path, key: CandidateKey) -> Learn
         realization_rate=None if realization_rate is None else float(realization_rate),
         adjusted_saving_nok=_number(fields, "adjusted_saving_nok", where),
         decided_at=_text(fields, "decided_at"),
+        signed_with=_signed_with(fields.get("signed")),
     )
+
+
+def _signed_with(signed: Any) -> str | None:
+    """The key a promoted page says proved its reviewer (``signed.fingerprint``)."""
+    found = signed.get("fingerprint") if isinstance(signed, dict) else None
+    return found if isinstance(found, str) and found else None
 
 
 def _bundle_candidate(project: Project | None) -> CandidateKey:

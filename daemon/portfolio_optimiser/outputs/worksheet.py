@@ -83,6 +83,8 @@ def decided_text(
     )
     who = md(red.text(decided.reviewer, f"the reviewer of {candidate.id}"))
     text = f"{verb} by {who}{_when(decided, red)}"
+    if decided.signed_with:
+        text += f" (signed, key {md(red.text(decided.signed_with, 'a key fingerprint'))})"
     if decided.adjusted_saving_nok is not None:
         text += f", at {format_nok(decided.adjusted_saving_nok)} NOK"
         above = Decimal(str(decided.adjusted_saving_nok)) > Decimal(

@@ -163,6 +163,9 @@ def _validator_decision(run: CandidateRun) -> dict[str, Any]:
     return {"outcome": decision.outcome, "rule": None, "reason": None}
 
 
+_VERDICT_FIELDS: Final = {"decision", "reviewer", "decided_at", "signed_with"}
+
+
 def _provenance(result: RunResult, red: Redactor, stamp: str) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "schema_version": 1,
@@ -208,6 +211,10 @@ def _provenance(result: RunResult, red: Redactor, stamp: str) -> dict[str, Any]:
                 "disagreement": run.disagreement,
                 "validator_decision": _validator_decision(run),
                 "checker_outcome": run.checker.model_dump(mode="json"),
+                # Who decided it already, and the key whose signature proved it was them.
+                "verdict": None
+                if (decided := result.decided.get(run.candidate.id)) is None
+                else decided.model_dump(include=_VERDICT_FIELDS),
             },
             f"candidate {run.candidate.id}",
         )

@@ -84,6 +84,8 @@ class Decided(BaseModel):
     candidate_id: str = ""
     """The candidate the verdict was written on."""
     project_id: str | None = None
+    signed_with: str | None = None
+    """The fingerprint of the SSH key that proved the reviewer; None: the verdict was unsigned."""
 
 
 class RunResult(BaseModel):

@@ -204,6 +204,7 @@ def _as_decided(verdict: LearnedVerdict) -> Decided:
         rationale=verdict.rationale,
         candidate_id=verdict.candidate_id,
         project_id=verdict.key.project_id,
+        signed_with=verdict.signed_with,
     )
 
 

@@ -16,6 +16,7 @@ from portfolio_optimiser.invocation import command
 from .conftest import EXAMPLES, REPO
 from .daemon_helpers import config_with_local_server
 from .fakes.llm_server import FakeLLMServer
+from .ssh_keys import Key, ssh_keygen
 
 
 def demo(
@@ -248,3 +249,23 @@ def test_the_revised_school_shows_the_decided_candidate_and_asks_for_it_no_more(
     )
     assert f"approved by {verdict['reviewer']} on {verdict['decided_at'][:10]}" in row
     assert any("lillevik-school again, revised" in line for line in out)
+
+
+@pytest.mark.loadbearing
+def test_the_signed_demo_refuses_the_unsigned_approval_then_promotes_it_signed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ssh_keygen()
+    code, out, _err = demo(tmp_path / "ws", capsys, "--signed")
+    assert code == 0, out
+    ws = tmp_path / "ws"
+    [verdict] = (ws / "inbox" / "verdicts").glob("c-*.json")
+    assert verdict.with_name(verdict.name + ".sig").is_file()
+    assert not verdict.with_name(verdict.name + ".error.txt").exists()  # cleared once signed
+    key = Key(ws / ".state" / "demo-signing-key")
+    page = (ws / "bundles" / "wiki" / "verdicts" / f"{verdict.stem}.md").read_text("utf-8")
+    assert f"fingerprint: {key.fingerprint}" in page
+    text = "\n".join(out)
+    assert "saved unsigned" in text and "not promoted" in text and key.fingerprint in text
+    allowed = (ws / "config" / "allowed_signers").read_text("utf-8")
+    assert 'KE namespaces="portfolio-optimiser" ssh-ed25519 ' in allowed

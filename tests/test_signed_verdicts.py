@@ -250,3 +250,24 @@ def test_explain_the_next_runs_provenance_and_its_report_name_the_signer(
     assert decided["reviewer"] == "KE" and decided["signed_with"] == fingerprint
     report = (newest.parent / "report.md").read_text("utf-8")
     assert "(signed, key SHA256:" in report
+
+
+def test_check_verdict_says_what_the_signature_proves_before_the_file_is_dropped(
+    ran: tuple[Workspace, Clock, list[Processor]],
+    keys: dict[str, Key],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    workspace = ran[0]
+    _allow(workspace, f"KE {keys['ke'].public}")
+    path = _approve(workspace)
+    draft = workspace.root / "draft.json"
+    draft.write_bytes(path.read_bytes())
+    path.unlink()  # a draft beside the workspace, not in the inbox
+    keys["ke"].sign(draft)
+    argv = ["--workspace", str(workspace.root), "check-verdict", str(draft)]
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert f"signed by KE with {keys['ke'].fingerprint}" in capsys.readouterr().out
+    keys["ol"].sign(draft)
+    assert main(argv) == 1
+    assert "does not list" in capsys.readouterr().err

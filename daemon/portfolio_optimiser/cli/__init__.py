@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="build the demo workspace here, a new or empty folder (default: a new "
         "portfolio-optimiser-demo folder in the current one; --workspace DIR works too)",
     )
+    demo.add_argument(
+        "--signed",
+        action="store_true",
+        help="approvals must be signed: the expert signs the verdict with an SSH key the demo "
+        "makes (needs ssh-keygen)",
+    )
     status = _command(
         sub,
         "status",

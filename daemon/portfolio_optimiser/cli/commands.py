@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 from portfolio_optimiser._text import strip_control
@@ -15,7 +16,8 @@ from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.imports import estimate_in
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
-from portfolio_optimiser.context.verdict import parse_verdict
+from portfolio_optimiser.context.signature import SignatureRefused
+from portfolio_optimiser.context.verdict import Verdict, parse_verdict
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.outputs.frame_report import decision_date
 
@@ -61,6 +63,11 @@ def check_verdict(args: argparse.Namespace) -> int:
     said = (
         f"{path}: a valid verdict — {verdict.decision.value} on {verdict.id} by {verdict.reviewer}"
     )
+    try:
+        said += _signed(args, verdict, data, path)
+    except SignatureRefused as exc:
+        print(strip_control(f"portfolio-optimiser: {path}: {exc}"), file=sys.stderr)
+        return 1
     if unknown is None:
         workspace = getattr(args, "workspace", None) or Path()
         said += (
@@ -69,6 +76,23 @@ def check_verdict(args: argparse.Namespace) -> int:
         )
     say(said)
     return 0
+
+
+def _signed(args: argparse.Namespace, verdict: Verdict, data: bytes, path: Path) -> str:
+    """What the file's signature proves under the workspace's policy and trust files, as the
+    daemon would decide it now; raises :class:`SignatureRefused` where it would be refused."""
+    from portfolio_optimiser.daemon.signing import Signing, signature_path
+
+    workspace: Path = getattr(args, "workspace", None) or Path()
+    signing = Signing(resolve_config(args).verdicts.require_signature, workspace / "config")
+    try:
+        sig: bytes | None = signature_path(path).read_bytes()
+    except FileNotFoundError:
+        sig = None
+    proof, unchecked = signing.prove(verdict, data, sig, path.name, at=datetime.now(UTC))
+    if proof is not None:
+        return f", signed by {proof.principal} with {proof.fingerprint}"
+    return f"; {unchecked}" if unchecked else ""
 
 
 def _unknown_candidate(args: argparse.Namespace, candidate_id: str) -> str | None:
@@ -222,7 +246,12 @@ def demo(args: argparse.Namespace) -> int:
         configure_logging(json=True, stream=stream)
         try:
             report = run_demo(
-                root, config, log=get_logger("portfolio_optimiser"), log_file=log_file, progress=say
+                root,
+                config,
+                log=get_logger("portfolio_optimiser"),
+                log_file=log_file,
+                progress=say,
+                signed=args.signed,
             )
         finally:
             configure_logging()

@@ -50,6 +50,8 @@ class Verdict(BaseModel):
     realization_rate: float | None = None
     adjusted_saving_nok: float | int | None = None
     decided_at: str | None = None
+    how_to_sign: str | None = None
+    """Read-only guidance the template carries (the signing command); never read as a decision."""
     candidate: dict[str, Any] | None = None
 
     @property

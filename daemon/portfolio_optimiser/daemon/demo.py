@@ -6,7 +6,9 @@ Four passes of ``once`` over one workspace, each fed as a user would feed it:
    processed: reports, charts, verdict templates and ``spend.json`` in ``outbox/``;
 2. the expert persona (``shared/skills/expert-reviewer``, read at call time) fills in the verdict
    template of the one candidate its example verdict judges and saves it into ``inbox/verdicts/``;
-   processing it promotes the approval into ``bundles/wiki/verdicts/``;
+   processing it promotes the approval into ``bundles/wiki/verdicts/`` (with ``--signed``, approvals
+   must be signed: the verdict saved unsigned waits with a report, then the persona signs it with
+   a key the demo makes, and it is promoted);
 3. a second school of the same type design (``examples/learning/nordvik-school``), whose kuttliste
    does not list the approved measure, is dropped and processed: the approval is proposed there
    as a learned measure, and the persona's marker reaches that run's prompt (``provenance.json``
@@ -38,6 +40,7 @@ from portfolio_optimiser.persona import load_persona_example, persona_marker
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
 from portfolio_optimiser.resources import commons_dir
 
+from .demo_signing import DemoSigner, promotion_lines
 from .once import run_once
 from .processor import ItemResult
 from .workspace import Workspace
@@ -49,6 +52,7 @@ LEARNER: Final = "nordvik-school"
 kuttliste without the approved measure (a second project, not a revised copy: identical content
 would rightly be a duplicate to the daemon, and a new project shows what the learning finds)."""
 CONTROL: Final = ".demo-control"
+_DONE: Final = frozenset({"done", "ingested"})
 _VERDICT_FIELDS: Final = (
     "decision",
     "rationale",
@@ -104,6 +108,10 @@ class DemoReport:
     """The judged project's revised version: its decided candidate shown, not asked again."""
     control: Run
     log: Path
+    signed_with: str | None = None
+    """``--signed``: the demo key's fingerprint, which proved the persona."""
+    unsigned: str = ""
+    """``--signed``: what the daemon said of the verdict before it was signed."""
 
     @property
     def runs(self) -> tuple[Run, ...]:
@@ -190,16 +198,17 @@ def fill_template(template: Mapping[str, Any], example: Mapping[str, Any]) -> di
 def _pass(
     workspace: Workspace,
     config: Config,
-    *,
     log: Any,
     client_factory: ClientFactory,
     environ: dict[str, str] | None,
+    *,
     what: str,
+    expected: frozenset[str],
 ) -> list[ItemResult]:
     report = run_once(
         workspace, config, log=log, client_factory=client_factory, environ=environ, wait=True
     )
-    wrong = [r for r in report.results if r.state not in {"done", "ingested"}]
+    wrong = [r for r in report.results if r.state not in expected]
     if wrong or report.pending:
         said = "; ".join(f"{r.name}: {r.state} {r.message}".strip() for r in wrong)
         raise DemoFailed(
@@ -222,16 +231,20 @@ def run_demo(
     client_factory: ClientFactory = default_client_factory,
     environ: dict[str, str] | None = None,
     progress: Callable[[str], None] = lambda _line: None,
+    signed: bool = False,
 ) -> DemoReport:
-    """The four passes in ``root`` (created); raises ``DemoFailed`` when one ends otherwise."""
+    """The four passes in ``root`` (created); raises ``DemoFailed`` when one ends otherwise.
+    ``signed``: approvals must be signed, and the persona signs with a key the demo makes."""
     examples = commons_dir() / "examples"
     example, raw = load_persona_example()
     marker = persona_marker(example)
     workspace = Workspace.at(root)
     workspace.ensure()
+    if signed:
+        config = DemoSigner.config(config)
 
-    def once(ws: Workspace, what: str) -> list[ItemResult]:
-        return _pass(ws, config, log=log, client_factory=client_factory, environ=environ, what=what)
+    def once(ws: Workspace, what: str, expected: frozenset[str] = _DONE) -> list[ItemResult]:
+        return _pass(ws, config, log, client_factory, environ, what=what, expected=expected)
 
     progress("1/4 dropping the example portfolio into inbox/projects/ and processing it")
     for source in sorted(p for p in (examples / "portfolio").iterdir() if p.is_dir()):
@@ -256,6 +269,14 @@ def run_demo(
     filled = fill_template(template, json.loads(raw))
     verdict_file = workspace.inbox_verdicts / template_name(example.id)
     publish_atomic(verdict_file, dump_json(filled))  # as an editor saves it
+    signer, unsigned = None, ""
+    if signed:
+        signer = DemoSigner(workspace, str(filled.get("reviewer") or ""))
+        waited = once(workspace, "unsigned pass (the verdict)", frozenset({"reported"}))
+        unsigned = next((r.message for r in waited if r.kind == "verdict"), "")
+        if not unsigned or (workspace.wiki / "verdicts" / f"{example.id}.md").exists():
+            raise DemoFailed(f"{verdict_file.name} was promoted although it was not signed")
+        signer.sign(verdict_file)
     ingested = [r for r in once(workspace, "second pass (the verdict)") if r.kind == "verdict"]
     page = next((r.output for r in ingested if r.output), None)
     if page is None:
@@ -294,6 +315,8 @@ def run_demo(
         revision=revision,
         control=control,
         log=log_file,
+        signed_with=signer.fingerprint if signer is not None else None,
+        unsigned=unsigned,
     )
 
 
@@ -326,7 +349,12 @@ def render_demo(report: DemoReport) -> str:
         f"2. The expert persona ({example.get('reviewer')}) filled in the verdict template of {example.get('id')}",
         f"   ({candidate.get('title')}, {candidate.get('project_id')}): {example.get('decision')}, "
         f"{float(example.get('realization_rate') or 1):.0%} expected to be realised;",
-        f"   saved as {_rel(report.verdict_file, root)} and processed: promoted to {_rel(report.promoted_page, root)}",
+        *promotion_lines(
+            _rel(report.verdict_file, root),
+            _rel(report.promoted_page, root),
+            signed_with=report.signed_with,
+            reviewer=str(example.get("reviewer")),
+        ),
         "",
         f"3. {LEARNER}, a second school of the same type design whose kuttliste does not list that",
         f"   measure, went into the inbox and was processed → {_rel(report.learning.report, root)}",

@@ -12,10 +12,19 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from portfolio_optimiser.context.signature import Trust, read_trust
+from portfolio_optimiser.context.signature import (
+    ALLOWED_NAME,
+    Proof,
+    SignatureRefused,
+    Trust,
+    read_trust,
+    sign_command,
+    verify_signature,
+)
 from portfolio_optimiser.context.verdict import Verdict
 
 __all__ = ["SIG_SUFFIX", "Signing", "signature_path", "signed_verdict"]
@@ -53,6 +62,31 @@ class Signing:
 
     def requires(self, verdict: Verdict) -> bool:
         return self.policy == "all" or (self.policy == "approvals" and verdict.approves)
+
+    def prove(
+        self, verdict: Verdict, data: bytes, sig: bytes | None, name: str, *, at: datetime
+    ) -> tuple[Proof | None, str]:
+        """What the signature proves (None: unsigned, which the policy allows), and a note when
+        a signature was left unchecked; raises :class:`SignatureRefused` with the reason."""
+        if sig is None:
+            if self.requires(verdict):
+                raise SignatureRefused(
+                    f"this {verdict.decision.value} verdict is not signed, and [verdicts] "
+                    f"require_signature = {self.policy!r} asks for a signature; sign it with "
+                    f"`{sign_command(name)}` (it writes {name}{SIG_SUFFIX} beside it); it is not "
+                    "promoted until then"
+                )
+            return None, ""
+        trust, _stamp = self.trust()
+        if not trust.present and not self.requires(verdict):
+            return (
+                None,
+                f"its signature was not checked: there is no {ALLOWED_NAME} in the workspace",
+            )
+        proof = verify_signature(
+            data, sig, identity=verdict.reviewer, trust=trust, at=at, name=name
+        )
+        return proof, ""
 
     def trust(self) -> tuple[Trust, str]:
         """What the files say now, and the stamp of the policy and their bytes."""

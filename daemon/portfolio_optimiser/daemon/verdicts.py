@@ -23,13 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from portfolio_optimiser._atomic import publish_text, published_together
-from portfolio_optimiser.context.signature import (
-    ALLOWED_NAME,
-    Proof,
-    SignatureRefused,
-    sign_command,
-    verify_signature,
-)
+from portfolio_optimiser.context.signature import Proof, SignatureRefused
 from portfolio_optimiser.context.verdict import Verdict, VerdictError, parse_verdict
 from portfolio_optimiser.learning.promotion import (
     PromotionRefused,
@@ -181,7 +175,8 @@ def ingest_verdict(
         _done(ledger, digest, path, verdict.id, now_iso)
         return VerdictOutcome(VerdictState.ALREADY, f"{path.name} was read before", verdict.id)
     try:
-        proof, unchecked = _proof(verdict, data, sig, path, signing, now_iso)
+        at = datetime.fromisoformat(now_iso.replace("Z", "+00:00"))
+        proof, unchecked = signing.prove(verdict, data, sig, path.name, at=at)
     except SignatureRefused as exc:
         sentence = f"{path.name}: {exc}"
         _report(path, sentence, now_iso=now_iso)
@@ -243,30 +238,6 @@ def ingest_verdict(
     if note:
         message += f"; the reasoning record was refused: {note}"
     return VerdictOutcome(VerdictState.INGESTED, message, verdict.id, promoted, retracted)
-
-
-def _proof(
-    verdict: Verdict, data: bytes, sig: bytes | None, path: Path, signing: Signing, now_iso: str
-) -> tuple[Proof | None, str]:
-    """What the signature proves (None: unsigned, which the policy allows), and a note when a
-    signature was left unchecked; raises :class:`SignatureRefused` with the reason."""
-    if sig is None:
-        if signing.requires(verdict):
-            raise SignatureRefused(
-                f"this {verdict.decision.value} verdict is not signed, and [verdicts] "
-                f"require_signature = {signing.policy!r} asks for a signature; sign it with "
-                f"`{sign_command(path.name)}` (it writes {signature_path(path).name} beside it); "
-                "it is not promoted until then"
-            )
-        return None, ""
-    trust, _stamp = signing.trust()
-    if not trust.present and not signing.requires(verdict):
-        return None, f"its signature was not checked: there is no {ALLOWED_NAME} in the workspace"
-    at = datetime.fromisoformat(now_iso.replace("Z", "+00:00"))
-    proof = verify_signature(
-        data, sig, identity=verdict.reviewer, trust=trust, at=at, name=path.name
-    )
-    return proof, ""
 
 
 def _done(ledger: Ledger, digest: str, path: Path, candidate_id: str, now_iso: str) -> None:

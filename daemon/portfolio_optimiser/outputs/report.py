@@ -229,7 +229,9 @@ def _next_steps(result: RunResult, templates: Sequence[str], red: Redactor) -> l
         "3. Save the file into the workspace's `inbox/verdicts/`, keeping its name. Its `$schema` "
         "points at the verdict schema from there, so your editor checks it once it is in place; "
         "`portfolio-optimiser check-verdict FILE` checks it without dropping it.",
-        "4. An approved verdict is promoted into the wiki, and the next run learns from it.",
+        "4. An approved verdict is promoted into the wiki, and the next run learns from it. Where "
+        "approvals must be signed, sign the saved file with your SSH key: each template's "
+        "`how_to_sign` gives the command.",
     ]
     if blocked:
         ids = ", ".join(f"`{b}`" for b in blocked)

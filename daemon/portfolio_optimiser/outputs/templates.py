@@ -15,6 +15,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Final
 
+from portfolio_optimiser.context.signature import sign_command
+
 from .report import Redactor
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
@@ -76,6 +78,12 @@ def template_for(
         "realization_rate": None,
         "adjusted_saving_nok": None,
         "decided_at": None,
+        "how_to_sign": (
+            "Where approvals must be signed: save this file into inbox/verdicts/, then, in that "
+            f"folder, run `{sign_command(f'{cand.id}.json')}` (your own key); reviewer is the name "
+            "your key is listed under in the workspace's config/allowed_signers. Sign again after "
+            "every edit."
+        ),
         "candidate": summary,
     }
     scrubbed: dict[str, Any] = red.value(template, where)

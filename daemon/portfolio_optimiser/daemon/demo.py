@@ -6,9 +6,8 @@ Four passes of ``once`` over one workspace, each fed as a user would feed it:
    processed: reports, charts, verdict templates and ``spend.json`` in ``outbox/``;
 2. the expert persona (``shared/skills/expert-reviewer``, read at call time) fills in the verdict
    template of the one candidate its example verdict judges and saves it into ``inbox/verdicts/``;
-   processing it promotes the approval into ``bundles/wiki/verdicts/`` (with ``--signed``, approvals
-   must be signed: the verdict saved unsigned waits with a report, then the persona signs it with
-   a key the demo makes, and it is promoted);
+   processing it promotes the approval into ``bundles/wiki/verdicts/`` (``--signed``: it waits,
+   unsigned, with a report, until the persona signs it with a key the demo makes);
 3. a second school of the same type design (``examples/learning/nordvik-school``), whose kuttliste
    does not list the approved measure, is dropped and processed: the approval is proposed there
    as a learned measure, and the persona's marker reaches that run's prompt (``provenance.json``
@@ -110,8 +109,7 @@ class DemoReport:
     log: Path
     signed_with: str | None = None
     """``--signed``: the demo key's fingerprint, which proved the persona."""
-    unsigned: str = ""
-    """``--signed``: what the daemon said of the verdict before it was signed."""
+    unsigned: str = ""  # --signed: what the daemon said of the verdict before it was signed
 
     @property
     def runs(self) -> tuple[Run, ...]:

@@ -91,6 +91,7 @@ def test_spend_json_is_changed_by_one_job_at_a_time_on_every_machine(
     import time
 
     from portfolio_optimiser.daemon import job as stages
+    from portfolio_optimiser.daemon import spend_book
     from portfolio_optimiser.daemon.job import Job, JobContext, RunSummary, Stage
     from portfolio_optimiser.daemon.workspace import Workspace
     from portfolio_optimiser.pipeline.budget import read_spend
@@ -98,13 +99,13 @@ def test_spend_json_is_changed_by_one_job_at_a_time_on_every_machine(
     url = postgres.new_database()
     ws = Workspace(root=tmp_path / "ws", state=tmp_path / "ws" / ".state")
     ws.ensure()
-    real_write = stages.write_spend
+    real_write = spend_book.write_spend
 
     def slow_write(*args: Any, **kwargs: Any) -> None:
         time.sleep(0.05)  # between the read and the write: where another machine would step in
         real_write(*args, **kwargs)
 
-    monkeypatch.setattr(stages, "write_spend", slow_write)
+    monkeypatch.setattr(spend_book, "write_spend", slow_write)
 
     def charge(i: int) -> None:
         with Ledger.connect(url) as ledger:  # a machine of its own

@@ -29,11 +29,13 @@ before. A worker keeps it launched.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import pickle
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Final
 
 from dbos import DBOS, DBOSClient, SetWorkflowID
@@ -41,6 +43,7 @@ from dbos import DBOS, DBOSClient, SetWorkflowID
 from .engine import EngineSettings, JobHost, Submitted
 from .job import STAGES, Job, Stage
 from .ledger import Ledger
+from .ledger_fences import Fenced
 
 __all__ = ["QUEUE", "Engine", "engine_for", "queued_jobs", "stop_engine"]
 
@@ -89,16 +92,25 @@ def _stage_body(at: Stage, identity: str) -> None:
     job = Job.from_json(stored)
     if job.done(at):
         return  # its checkpoint committed before DBOS's: done, never twice
-    context = host.job_context(job)
-    if at is Stage.RAN:
-        host.begin_run(job)
-        try:
+    assert _engine is not None  # the host is the engine's
+    try:
+        guard = _engine.fence(DBOS.workflow_id or identity)
+        context = host.job_context(job, guard)
+        if at is Stage.RAN:
+            with guard():
+                host.begin_run(job)
+            try:
+                job = STAGES[at](job, context)
+            finally:
+                with contextlib.suppress(Fenced), guard():
+                    host.end_run(job)  # not for an attempt fenced off: the count is another's
+        else:
             job = STAGES[at](job, context)
-        finally:
-            host.end_run(job)
-    else:
-        job = STAGES[at](job, context)
-    host.ledger.jobs.save(job.identity, job.stage.value, job.to_json(), now=context.stamp())
+        with guard():
+            host.ledger.jobs.save(job.identity, job.stage.value, job.to_json(), now=context.stamp())
+    except Fenced as exc:
+        _engine.log.warning("job handed over; this machine's attempt stopped", problem=str(exc))
+        raise
     context.fault(f"checkpoint-{at.value}")  # between the ledger's commit and DBOS's
 
 
@@ -141,6 +153,23 @@ class Engine:
         """Its own connection: the host's is the steps', on DBOS's threads."""
         self.log = log
         self.launched = False
+        self.held: dict[str, int] = {}
+        """The fencing token this process took for each workflow it ran a step of."""
+
+    def fence(self, workflow: str) -> Callable[[], AbstractContextManager[None]]:
+        """The workflow's token for a step starting here, and the guard its writes run in;
+        raises :class:`Fenced` when it was handed from this process to another."""
+        assert self.host is not None
+        fences, executor = self.host.ledger.fences, self.settings.executor_id
+        held = self.held.get(workflow)
+        # The engine's word on who runs it now: the queue's choice, or this executor's recovery.
+        status = (
+            DBOS.get_workflow_status(workflow) if held is None and self.settings.shared else None
+        )
+        assigned = status is not None and status.executor_id == executor
+        token = fences.take(workflow, executor, held=held, assigned=assigned)
+        self.held[workflow] = token
+        return lambda: fences.guard(workflow, executor, token)
 
     def _launch(self) -> None:
         if self.launched:
@@ -266,10 +295,18 @@ class Engine:
         with self.ledger.machines.taken_over(executor) as gone:
             if not gone:
                 return None
-            handed = self._under_way(executor, ["PENDING"])
-            for wid in handed:
+            handed = 0
+            for wid in self._under_way(executor, ["PENDING"]):
+                try:
+                    # The job's token moves on first: if that machine comes back, it writes
+                    # nothing more. A write of its under way is waited for, a while.
+                    self.ledger.fences.hand_over(wid)
+                except Exception as exc:  # its write goes on: handed over at the next look
+                    self.log.warning("job not handed over yet", workflow=wid, problem=str(exc))
+                    continue
                 DBOS.resume_workflow(wid, queue_name=QUEUE)
-            return len(handed)
+                handed += 1
+            return handed
 
     def serve(self) -> None:
         self._launch()

@@ -10,6 +10,7 @@ imported only when a process first needs an engine, so commands that run no job 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +25,9 @@ class JobHost(Protocol):
 
     ledger: Ledger
 
-    def job_context(self, job: Job) -> JobContext: ...
+    def job_context(
+        self, job: Job, guard: Callable[[], AbstractContextManager[None]] = ...
+    ) -> JobContext: ...
 
     def begin_run(self, job: Job) -> None:
         """Count the run as started (a run that ends the process twice is never started again)."""

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portfolio_optimiser.config import Config
-from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter, read_spend
+from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter
 
 from .host import iso
 from .ledger import Ledger
+from .spend_book import spend_of
 from .workspace import Workspace
 
 __all__ = ["Funding"]
@@ -32,7 +33,7 @@ class Funding:
                 total_tokens=self.config.budget.portfolio_tokens,
                 per_run_claim=self.config.budget.run_tokens,
             ),
-            spent=read_spend(self.workspace.spend_file).spent_tokens,
+            spent=spend_of(self.workspace, self.ledger).spent_tokens,
         )
 
     def left(self) -> int:

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +29,7 @@ from portfolio_optimiser.reasoning.store import Store
 
 from .job import Job, JobContext
 from .ledger import Ledger, LedgerError
+from .ledger_fences import Fenced
 from .portfolio import Portfolio
 from .runner import RunInputs
 from .workspace import Workspace
@@ -40,7 +42,8 @@ FAULT_ENV: Final = "PORTFOLIO_OPTIMISER_TEST_FAULT"
 """TEST-ONLY: after-claim, during-run, after-charge, after-ran, after-outputs, after-spend,
 after-settle or checkpoint-<stage> makes the process SIGKILL itself at that point, so the
 crash-safety tests can kill a job between two durable steps; ``point@N`` the Nth time the process
-reaches it. Read once; unset in production."""
+reaches it; ``point:stop`` freezes it there instead (SIGSTOP), as a machine cut off mid-job. Read
+once; unset in production."""
 
 
 class GivenUp(Exception):
@@ -75,17 +78,22 @@ class RunHost:
 
     def __post_init__(self) -> None:
         fault = (self.environ if self.environ is not None else os.environ).get(FAULT_ENV, "")
+        fault, _colon, how = fault.partition(":")
         point, _at, nth = fault.partition("@")
         self.test_fault, self._fault_left = point, int(nth or 1)
+        self._fault_signal = signal.SIGSTOP if how == "stop" else signal.SIGKILL
 
     def fault(self, point: str) -> None:
         """TEST-ONLY: killed here, without cleanup, when the test fault hook names ``point``."""
         if self.test_fault == point:
             self._fault_left -= 1
             if self._fault_left <= 0:
-                os.kill(os.getpid(), signal.SIGKILL)
+                os.kill(os.getpid(), self._fault_signal)
 
-    def job_context(self, job: Job) -> JobContext:
+    def job_context(
+        self, job: Job, guard: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    ) -> JobContext:
+        """``guard``: the fence of the step it is for (``ledger_fences``)."""
         ws = self.workspace
         built: list[RunInputs] = []
 
@@ -96,10 +104,21 @@ class RunHost:
 
                 def charge(tokens: int) -> None:
                     # Kept as billed, keyed on (workflow, step, attempt, call): a run killed
-                    # after this is still charged for it, and never twice.
-                    self.ledger.budget.record_charge(
-                        job.identity, "ran", attempt, next(calls), tokens, now=iso(self.clock())
-                    )
+                    # after this is still charged for it, and never twice; an attempt fenced
+                    # off charges nothing (what it was billed is in its log line).
+                    try:
+                        with guard():
+                            self.ledger.budget.record_charge(
+                                job.identity, "ran", attempt, next(calls), tokens,
+                                now=iso(self.clock()),
+                            )  # fmt: skip
+                    except Fenced:
+                        self.log.warning(
+                            "a billed call not charged: its job was handed over",
+                            bundle=job.name,
+                            tokens=tokens,
+                        )
+                        raise
                     self.fault("after-charge")
 
                 built.append(
@@ -120,7 +139,9 @@ class RunHost:
                 )
             return built[0]
 
-        return JobContext(ws, self.ledger, inputs, lambda: iso(self.clock()), self.log, self.fault)
+        return JobContext(
+            ws, self.ledger, inputs, lambda: iso(self.clock()), self.log, self.fault, guard
+        )
 
     def snapshot(self, job: Job) -> ProjectReferences:
         """The reference fit the job's identity was computed against; measured now for a job

@@ -18,10 +18,12 @@ Recovery reads the stage: nothing here looks for folders to guess where a job st
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -29,14 +31,13 @@ from typing import Any, Final
 
 from portfolio_optimiser.outputs.proposals import read_proposals
 from portfolio_optimiser.outputs.writer import move_run_folder, schema_ref_for, write_run_outputs
-from portfolio_optimiser.pipeline.budget import read_spend, write_spend
 from portfolio_optimiser.pipeline.outcome import RunResult
 
 from .claim import release
 from .ledger import Ledger
-from .ledger_machines import SPEND_LOCK
 from .portfolio_page import page_of
 from .runner import RunInputs, run_pipeline
+from .spend_book import charge_run
 from .workspace import Workspace
 
 __all__ = ["STAGES", "Job", "JobContext", "RunSummary", "Stage", "run_id_for"]
@@ -184,6 +185,9 @@ class JobContext:
     log: Any
     fault: Callable[[str], None]
     """TEST-ONLY: the crash-safety tests die at a named point between two durable steps."""
+    guard: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    """The job's fence (``ledger_fences``): every write runs inside it, and none once the job
+    was handed to another machine."""
 
     def staging(self, job: Job) -> Path:
         return self.workspace.state / "staged" / job.identity[:16]
@@ -199,49 +203,48 @@ def ran(job: Job, ctx: JobContext) -> Job:
         ctx.log.info("run found staged, not run again", bundle=job.name, run=job.run_id)
         return job.at(Stage.RAN, RunSummary.read(staged))
     ctx.fault("during-run")
+    with ctx.guard():
+        pass  # handed over while this machine was cut off: not run (nor paid for) twice
     result = run_pipeline(ctx.inputs(), Path(job.bundle), job.run_id)
     final = ctx.workspace.outbox / "runs" / result.project_id / job.run_id
-    write_run_outputs(
-        result,
-        outbox=ctx.workspace.outbox,
-        run_id=job.run_id,
-        stamp=job.first_seen,  # stable across restarts: the same run writes the same bytes
-        schema_ref=schema_ref_for(final, ctx.workspace.root),
-        into=ctx.staging(job),
-    )
+    with ctx.guard():
+        write_run_outputs(
+            result,
+            outbox=ctx.workspace.outbox,
+            run_id=job.run_id,
+            stamp=job.first_seen,  # stable across restarts: the same run writes the same bytes
+            schema_ref=schema_ref_for(final, ctx.workspace.root),
+            into=ctx.staging(job),
+        )
     ctx.fault("after-ran")
     return job.at(Stage.RAN, RunSummary.of(result))
 
 
 def published(job: Job, ctx: JobContext) -> Job:
-    move_run_folder(ctx.staging(job) / job.run_id, ctx.run_folder(job))
+    with ctx.guard():
+        move_run_folder(ctx.staging(job) / job.run_id, ctx.run_folder(job))
     ctx.fault("after-outputs")
     return job.at(Stage.PUBLISHED)
 
 
 def charged(job: Job, ctx: JobContext) -> Job:
     assert job.summary is not None
-    spend_file = ctx.workspace.spend_file
-    charge = f"{job.summary.project_id}/{job.run_id}"
     # Every attempt's billed tokens, kept as they were billed (a killed attempt's too); never
     # less than the finished run reported.
     tokens = max(job.summary.tokens, ctx.ledger.budget.charged_tokens(job.identity))
-    # Read, changed and published by one job at a time on every machine (the ledger's lock).
-    with ctx.ledger.machines.one_writer(SPEND_LOCK):
-        spend = read_spend(spend_file)  # strict: a corrupt ledger stops, never reads zero
-        if all(run.run_id != charge for run in spend.runs):  # once, even when run again
-            write_spend(
-                spend_file,
-                spend.add_run(
-                    run_id=charge,
-                    project_id=job.summary.project_id,
-                    tokens=tokens,
-                    budget_stop=job.summary.budget_stop,
-                ),
-                stamp=ctx.stamp(),
-            )
-            ctx.fault("after-spend")
-    ctx.ledger.budget.release(job.identity)  # what it spent is in the spend file now, not held
+    charge_run(
+        ctx.workspace,
+        ctx.ledger,
+        run_id=f"{job.summary.project_id}/{job.run_id}",
+        project_id=job.summary.project_id,
+        tokens=tokens,
+        budget_stop=job.summary.budget_stop,
+        stamp=ctx.stamp(),
+        guard=ctx.guard,
+        fault=ctx.fault,
+    )
+    with ctx.guard():
+        ctx.ledger.budget.release(job.identity)  # what it spent is charged now, not held
     return job.at(Stage.CHARGED)
 
 
@@ -249,20 +252,21 @@ def settled(job: Job, ctx: JobContext) -> Job:
     assert job.summary is not None
     summary, ledger, now = job.summary, ctx.ledger, ctx.stamp()
     folder = ctx.run_folder(job)
-    ledger.records.add_candidates(job.run_id, summary.project_id, summary.candidates)
     page = page_of(folder, ctx.log)
-    ledger.records.record_project_run(
-        summary.project_id, job.run_id, str(folder), now=now, page=page
-    )
-    ledger.mark(
-        job.identity,
-        "done",
-        now=now,
-        detail=f"{summary.project_id} run {job.run_id}",  # for people (status); never parsed
-        output=str(folder),
-    )
-    if not job.rerun:
-        _settle_input(job, ctx)
+    with ctx.guard():
+        ledger.records.add_candidates(job.run_id, summary.project_id, summary.candidates)
+        ledger.records.record_project_run(
+            summary.project_id, job.run_id, str(folder), now=now, page=page
+        )
+        ledger.mark(
+            job.identity,
+            "done",
+            now=now,
+            detail=f"{summary.project_id} run {job.run_id}",  # for people (status); never parsed
+            output=str(folder),
+        )
+        if not job.rerun:
+            _settle_input(job, ctx)
     ctx.fault("after-settle")
     return job.at(Stage.SETTLED)
 

@@ -34,6 +34,7 @@ from portfolio_optimiser.config import EX_CONFIG
 
 from .db import Database
 from .ledger_budget import LedgerBudget
+from .ledger_fences import LedgerFences
 from .ledger_ingested import LedgerIngested
 from .ledger_jobs import LedgerJobs
 from .ledger_machines import LedgerMachines
@@ -125,10 +126,13 @@ class Ledger:
         """The same as text: a PostgreSQL URL keeps its ``//``, which a Path would fold."""
         self._db = database
         self._url = url
+        self.shared: Final = url is not None
+        """A PostgreSQL many machines share (its locks, fences and spend are everyone's)."""
         self.jobs: Final = LedgerJobs(database)
         self.records: Final = LedgerRecords(database)
         self.budget: Final = LedgerBudget(database)
         self.machines: Final = LedgerMachines(database, shared=url is not None)
+        self.fences: Final = LedgerFences(database, shared=url is not None)
         self.ingested: Final = LedgerIngested(database)
 
     def reopen(self) -> Ledger:

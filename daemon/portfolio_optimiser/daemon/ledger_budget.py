@@ -49,6 +49,28 @@ class LedgerBudget:
         )
         return int(row[0]) if row else 0
 
+    # -- spent: each run's charge, on a shared database the one record spend.json is made from ----
+
+    def record_spent(
+        self, run_id: str, project_id: str, tokens: int, budget_stop: str | None, *, now: str
+    ) -> bool:
+        """A run's charge, once; False when that run was charged already."""
+        return (
+            self._db.write(
+                "INSERT INTO spent (run_id, project_id, tokens, budget_stop, recorded_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id) DO NOTHING",
+                (run_id, project_id, tokens, budget_stop, now),
+            )
+            == 1
+        )
+
+    def spent_runs(self) -> list[tuple[str, str, int, str | None]]:
+        """Every run's charge, in the order they were charged: run, project, tokens, stop."""
+        rows = self._db.all(
+            f"SELECT run_id, project_id, tokens, budget_stop FROM spent ORDER BY {self._db.seq}"
+        )
+        return [(str(r), str(p), int(t), None if s is None else str(s)) for r, p, t, s in rows]
+
     # -- reservations: the portfolio budget a job holds from its claim until it is charged ------
 
     def reserved_tokens(self) -> int:

@@ -110,6 +110,18 @@ CREATE TABLE IF NOT EXISTS charges (
     recorded_at TEXT NOT NULL,
     PRIMARY KEY (workflow, step, attempt, seq)
 );
+CREATE TABLE IF NOT EXISTS fences (
+    workflow TEXT PRIMARY KEY,
+    token BIGINT NOT NULL,
+    holder TEXT
+);
+CREATE TABLE IF NOT EXISTS spent (
+    run_id TEXT PRIMARY KEY,{seq_column}
+    project_id TEXT NOT NULL,
+    tokens BIGINT NOT NULL,
+    budget_stop TEXT,
+    recorded_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS reservations (
     identity TEXT PRIMARY KEY,
     tokens INTEGER NOT NULL,

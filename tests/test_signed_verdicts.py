@@ -271,3 +271,43 @@ def test_check_verdict_says_what_the_signature_proves_before_the_file_is_dropped
     keys["ol"].sign(draft)
     assert main(argv) == 1
     assert "does not list" in capsys.readouterr().err
+
+
+REASONS = {
+    "another namespace": "namespace 'git'",
+    "an expired key": "expired",
+    "a revoked key": "revokes",
+    "a principal not in the file": "does not list",
+    "another file's signature": "another file's",
+    "an edit after signing": "edited after it was signed",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REASONS))
+def test_each_bad_signature_is_refused_with_a_report_naming_its_reason(
+    ran: tuple[Workspace, Clock, list[Processor]], keys: dict[str, Key], case: str
+) -> None:
+    workspace = ran[0]
+    processor = _open(ran, "approvals")
+    ke = keys["ke"]
+    expiry = 'valid-before="20200101" ' if case == "an expired key" else ""
+    _allow(workspace, f"KE {expiry}{ke.public}")
+    if case == "a revoked key":
+        (workspace.root / "config" / "revoked_keys").write_text(ke.public + "\n")
+    path = _approve(workspace, reviewer="XY" if case == "a principal not in the file" else "KE")
+    if case == "another namespace":
+        ke.sign(path, namespace="git")
+    elif case == "a principal not in the file":
+        keys["ol"].sign(path)
+    elif case == "another file's signature":
+        other = workspace.root / "other.json"
+        other.write_text('{"id": "c-0000000000000000"}\n')
+        ke.sign(other, to=path.with_name(path.name + ".sig"))
+    else:
+        ke.sign(path)
+    if case == "an edit after signing":
+        path.write_text(path.read_text("utf-8").replace("Checked", "Re-checked"), "utf-8")
+    processor.observe(path)
+    assert REASONS[case] in _report(path), _report(path)
+    assert _page(workspace) is None
+    assert processor.ledger.records.verdict_history(CANDIDATE) == []

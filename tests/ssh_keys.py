@@ -45,12 +45,35 @@ class Key:
         ).stdout
         return out.split()[1]
 
-    def sign(self, file: Path, *, namespace: str = NAMESPACE, to: Path | None = None) -> Path:
-        """``ssh-keygen -Y sign``; the signature is ``FILE.sig`` (moved to ``to`` if given)."""
+    @property
+    def certificate(self) -> Path:
+        return self.path.with_name(self.path.name + "-cert.pub")
+
+    def certify(self, ca: Key, *principals: str, valid: str = "-1d:+52w") -> Path:
+        """``ssh-keygen -s CA``: a user certificate for ``principals`` (``-V`` ``valid``)."""
+        subprocess.run(
+            [ssh_keygen(), "-q", "-s", str(ca.path), "-I", f"{self.path.name}-cert",
+             "-n", ",".join(principals), "-V", valid, str(self.path.with_suffix(".pub"))],
+            check=True,
+            capture_output=True,
+        )  # fmt: skip
+        return self.certificate
+
+    def sign(
+        self,
+        file: Path,
+        *,
+        namespace: str = NAMESPACE,
+        to: Path | None = None,
+        with_certificate: bool = False,
+    ) -> Path:
+        """``ssh-keygen -Y sign`` (with the key's certificate if asked); the signature is
+        ``FILE.sig`` (moved to ``to`` if given)."""
         sig = file.with_name(file.name + ".sig")
         sig.unlink(missing_ok=True)  # ssh-keygen asks before it overwrites
+        key = self.certificate if with_certificate else self.path
         subprocess.run(
-            [ssh_keygen(), "-Y", "sign", "-q", "-n", namespace, "-f", str(self.path), str(file)],
+            [ssh_keygen(), "-Y", "sign", "-q", "-n", namespace, "-f", str(key), str(file)],
             check=True,
             capture_output=True,
         )

@@ -209,3 +209,68 @@ def test_each_decision_agrees_with_ssh_keygen_itself(tmp_path: Path, keys: dict[
             allowed, identity, sig, verdict, at="202612051200Z", revoked=revoked_file
         )
         assert ours == theirs, (name, sig.name, identity)
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Key]:
+    """A certificate authority, and user keys it certified: for KN, for KN long ago, for OL."""
+    folder = tmp_path_factory.mktemp("certs")
+    ca = make_key(folder, "ca")
+    made = {"ca": ca, "kn": make_key(folder, "kn"), "old": make_key(folder, "old")}
+    made["ol"] = make_key(folder, "ol")
+    made["kn"].certify(ca, "KN")
+    made["old"].certify(ca, "KN", valid="20200101:20210101")
+    made["ol"].certify(ca, "OL")
+    return made
+
+
+def test_a_certificate_from_a_listed_authority_proves_its_principal(
+    tmp_path: Path, certified: dict[str, Key]
+) -> None:
+    verdict = _verdict(tmp_path)
+    sig = certified["kn"].sign(verdict, with_certificate=True, to=tmp_path / "kn.sig")
+    trust = read_trust(f"* cert-authority {certified['ca'].public}", None)
+    proof = verify_signature(
+        verdict.read_bytes(), sig.read_bytes(), identity="KN", trust=trust, at=NOW, name="v.json"
+    )
+    assert proof.principal == "KN" and proof.fingerprint == certified["kn"].fingerprint
+    assert proof.key_type == "ssh-ed25519-cert-v01@openssh.com"
+    assert "reviewer is 'OL'" in _refusal(verdict, sig, trust, "OL")
+    plain = read_trust(f"KN {certified['ca'].public}", None)  # the CA, but not as an authority
+    assert "does not list as a cert-authority" in _refusal(verdict, sig, plain)
+    revoked = read_trust(f"* cert-authority {certified['ca'].public}", certified["ca"].public)
+    assert "revokes" in _refusal(verdict, sig, revoked)
+    old = certified["old"].sign(verdict, with_certificate=True, to=tmp_path / "old.sig")
+    assert "not valid now" in _refusal(verdict, old, trust)
+    verdict.write_text('{"id": "c-0123456789abcdef", "edited": true}\n')
+    assert "edited after it was signed" in _refusal(verdict, sig, trust)
+
+
+@pytest.mark.loadbearing
+def test_each_certificate_decision_agrees_with_ssh_keygen_itself(
+    tmp_path: Path, certified: dict[str, Key]
+) -> None:
+    verdict = _verdict(tmp_path)
+    sigs = {
+        who: certified[who].sign(verdict, with_certificate=True, to=tmp_path / f"{who}.sig")
+        for who in ("kn", "old", "ol")
+    }
+    ca = certified["ca"].public
+    files = {
+        "authority": f"* cert-authority {ca}",
+        "named": f"KN cert-authority {ca}",
+        "plain": f"KN {ca}",
+        "git-only": f'KN cert-authority,namespaces="git" {ca}',
+        "expired-line": f'KN cert-authority,valid-before="20261201Z" {ca}',
+    }
+    for name, text in files.items():
+        allowed = tmp_path / f"{name}.allowed"
+        allowed.write_text(text + "\n")
+        for who, sig in sigs.items():
+            for identity in ("KN", "OL"):
+                try:
+                    ours = bool(_check(verdict, sig, read_trust(text, None), identity))
+                except SignatureRefused:
+                    ours = False
+                theirs = keygen_verifies(allowed, identity, sig, verdict, at="202612051200Z")
+                assert ours == theirs, (name, who, identity)

@@ -4,7 +4,8 @@ Decides: which key signed a verdict file's bytes, for which namespace, and which
 ``config/allowed_signers`` (git's format) that key proves — or the one sentence that says why it
 proves nothing. The cryptography is the ``sshsig`` package's (the SSHSIG format of ``ssh-keygen``);
 what it leaves to its callers is here: principal patterns, the ``namespaces=``, ``valid-after=``
-and ``valid-before=`` options, and a list of revoked keys. The namespace is pinned to the
+and ``valid-before=`` options, ``cert-authority`` lines (``ssh_certificate``), and a list of
+revoked keys. The namespace is pinned to the
 product's own, so a signature made for git or any other protocol never counts.
 
 Fail-closed: an allowed-signers or revocation file with a line it cannot read refuses every
@@ -25,6 +26,8 @@ from sshsig.allowed_signers import AllowedSigner
 from sshsig.sshsig import SshsigSignature
 
 from portfolio_optimiser.errors import UserError
+
+from .ssh_certificate import is_certificate, open_certificate
 
 __all__ = [
     "ALLOWED_NAME",
@@ -150,6 +153,8 @@ def verify_signature(
             f"{sig_name} was made for the namespace {made_for!r}, not {NAMESPACE!r}: a signature "
             f"for git or another tool does not approve a verdict; {how}"
         )
+    if is_certificate(outer):
+        return _certified(message, outer, identity, trust, at, name)
     try:
         key = check_signature(message, armored, NAMESPACE)
     except InvalidSignature:
@@ -168,6 +173,59 @@ def verify_signature(
             "sign with your current key"
         )
     return _allowed(key, fingerprint, identity, trust, at, sig_name)
+
+
+def _certified(
+    message: bytes, outer: SshsigSignature, identity: str, trust: Trust, at: datetime, name: str
+) -> Proof:
+    """A signature made with a certificate: its authority must be a ``cert-authority`` line for
+    the reviewer, and the certificate a user's, issued for the reviewer and valid now."""
+    sig_name = f"{name}.sig"
+    try:
+        cert = open_certificate(outer, message, NAMESPACE)
+    except InvalidSignature:
+        raise SignatureRefused(
+            f"{sig_name} does not sign the bytes of {name} as they are now: the file was edited "
+            f"after it was signed, or the signature is another file's; sign it again"
+        ) from None
+    except ValueError as exc:
+        raise SignatureRefused(
+            f"{sig_name}: {exc}; sign with your plain key, or ask for a new certificate"
+        ) from None
+    fingerprint, authority = cert.key.sha256_str(), cert.authority.sha256_str()
+    revoked = next((k for k in (cert.key, cert.authority) if k in trust.revoked), None)
+    if revoked is not None:
+        raise SignatureRefused(
+            f"{sig_name} was made with a certificate whose key {revoked.sha256_str()} "
+            f"{REVOKED_NAME} revokes; sign with your current key"
+        )
+    lines = [s for s in trust.signers if s.cert_authority and s.key == cert.authority]
+    if not lines:
+        raise SignatureRefused(
+            f"{sig_name} was made with a certificate issued by {authority}, which "
+            f"{ALLOWED_NAME} does not list as a cert-authority; ask whoever keeps the workspace"
+        )
+    named = [s for s in lines if _matches(identity, s.principals)]
+    if not named or identity not in cert.principals:
+        raise SignatureRefused(
+            f"{sig_name} was made with a certificate for {', '.join(map(repr, cert.principals))} "
+            f"({fingerprint}), but the verdict's reviewer is {identity!r}; the reviewer is "
+            "whoever signs: write the signer's name in reviewer, or sign with your own key"
+        )
+    if (
+        not cert.user
+        or not cert.valid_after <= at
+        or (cert.valid_before is not None and at >= cert.valid_before)
+    ):
+        until = cert.valid_before.isoformat() if cert.valid_before else "ever"
+        raise SignatureRefused(
+            f"{sig_name} was made with a certificate not valid now (a user certificate from "
+            f"{cert.valid_after.isoformat()} until {until} is needed); ask for a new one"
+        )
+    reasons = [r for s in named if (r := _refusal(s, at)) is not None]
+    if len(reasons) == len(named):
+        raise SignatureRefused(f"{sig_name} was made with a certificate, but {reasons[0]}")
+    return Proof(identity, fingerprint, cert.key_type)
 
 
 def _allowed(

@@ -44,6 +44,17 @@ def _check(verdict: Path, sig: Path, trust: Trust, identity: str = "KN", at: dat
     return proof.principal
 
 
+def _accepts(
+    verdict: Path, sig: Path, allowed: str, identity: str, revoked: Path | None = None
+) -> bool:
+    """This module's decision on the files ``ssh-keygen`` is asked about."""
+    trust = read_trust(allowed, revoked.read_text() if revoked else None)
+    try:
+        return bool(_check(verdict, sig, trust, identity))
+    except SignatureRefused:
+        return False
+
+
 def _refusal(verdict: Path, sig: Path, trust: Trust, identity: str = "KN") -> str:
     with pytest.raises(SignatureRefused) as caught:
         _check(verdict, sig, trust, identity)
@@ -200,11 +211,7 @@ def test_each_decision_agrees_with_ssh_keygen_itself(tmp_path: Path, keys: dict[
     for name, text, sig, identity, revoked_file in cases:
         allowed = tmp_path / f"{name}.allowed"
         allowed.write_text(text + "\n")
-        trust = read_trust(text, revoked_file.read_text() if revoked_file else None)
-        try:
-            ours = bool(_check(verdict, sig, trust, identity))
-        except SignatureRefused:
-            ours = False
+        ours = _accepts(verdict, sig, text, identity, revoked_file)
         theirs = keygen_verifies(
             allowed, identity, sig, verdict, at="202612051200Z", revoked=revoked_file
         )
@@ -268,9 +275,6 @@ def test_each_certificate_decision_agrees_with_ssh_keygen_itself(
         allowed.write_text(text + "\n")
         for who, sig in sigs.items():
             for identity in ("KN", "OL"):
-                try:
-                    ours = bool(_check(verdict, sig, read_trust(text, None), identity))
-                except SignatureRefused:
-                    ours = False
+                ours = _accepts(verdict, sig, text, identity)
                 theirs = keygen_verifies(allowed, identity, sig, verdict, at="202612051200Z")
                 assert ours == theirs, (name, who, identity)

@@ -311,3 +311,19 @@ def test_each_bad_signature_is_refused_with_a_report_naming_its_reason(
     assert REASONS[case] in _report(path), _report(path)
     assert _page(workspace) is None
     assert processor.ledger.records.verdict_history(CANDIDATE) == []
+
+
+def test_doctor_names_a_damaged_allowed_signers_line(
+    tmp_path: Path, keys: dict[str, Key], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = Workspace.at(tmp_path / "ws", environ={})
+    workspace.ensure()
+    _allow(workspace, f"KE {keys['ke'].public}")
+    capsys.readouterr()
+    main(["--workspace", str(workspace.root), "doctor"])
+    assert "ok   signed verdicts: require_signature = off; 1 signer line(s)" in (
+        capsys.readouterr().out
+    )
+    _allow(workspace, f"KE {keys['ke'].public}", "OL ssh-ed25519")
+    assert main(["--workspace", str(workspace.root), "doctor"]) != 0
+    assert "FIX  signed verdicts: config/allowed_signers line 2:" in capsys.readouterr().out

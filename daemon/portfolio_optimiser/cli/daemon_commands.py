@@ -121,6 +121,7 @@ def _read_int(path: str) -> int | None:
 def doctor(args: argparse.Namespace) -> int:
     from portfolio_optimiser.daemon.claim import same_filesystem
     from portfolio_optimiser.daemon.ledger import LedgerError
+    from portfolio_optimiser.daemon.signing import Signing
     from portfolio_optimiser.daemon.stores import open_ledger
     from portfolio_optimiser.daemon.watcher import NETWORK_FILESYSTEMS, filesystem_type
     from portfolio_optimiser.daemon.workspace import Workspace
@@ -187,6 +188,17 @@ def doctor(args: argparse.Namespace) -> int:
             check(True, f"item ledger: {opened.where}", "")
     except LedgerError as exc:
         check(False, "", str(exc))
+    policy = config.verdicts.require_signature
+    trust, _stamp = Signing(policy, workspace.root / "config").trust()
+    listed = f"{len(trust.signers)} signer line(s) in config/allowed_signers"
+    check(
+        not trust.problems and (trust.present or policy == "off"),
+        f"signed verdicts: require_signature = {policy}; "
+        + (listed if trust.present else "no config/allowed_signers"),
+        "signed verdicts: "
+        + ("; ".join(trust.problems) or f"require_signature = {policy} but there is no "
+           "config/allowed_signers: every verdict it covers is refused until it exists"),
+    )  # fmt: skip
     states = availability_now(
         Store(workspace.state).load(), admission_for(config, now=datetime.now(UTC))
     )

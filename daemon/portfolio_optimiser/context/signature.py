@@ -100,7 +100,10 @@ def read_trust(allowed: str | None, revoked: str | None) -> Trust:
         try:
             signers.append(_signer(number, line))
         except (ValueError, NotImplementedError) as exc:
-            problems.append(f"{ALLOWED_NAME} line {number}: {_plain(exc)}")
+            problems.append(
+                f"{ALLOWED_NAME} line {number}: {_plain(exc)}; write each line as principals, "
+                f'options, key, e.g. KE namespaces="{NAMESPACE}" ssh-ed25519 AAAA... (a .pub line)'
+            )
     keys: set[PublicKey] = set()
     if revoked is not None and revoked.startswith(_KRL_MAGIC):
         problems.append(

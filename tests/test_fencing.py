@@ -31,6 +31,7 @@ from .test_scale_workers import (
     _env,
     _machines_alive,
     _stop,
+    _stopped,
     _three_projects,
     _wait,
 )
@@ -155,7 +156,7 @@ def test_a_worker_frozen_mid_job_and_handed_over_writes_nothing_when_it_comes_ba
         frozen = processes.start("worker", ws, "--config", config, env=env)
         _wait(lambda: _machines_alive(url, "w1"))
         daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
-        _wait(lambda: _state(frozen.pid) == "T")
+        _wait(lambda: _stopped(frozen.pid))
         _end_lock_session(url, "w1")
         _wait(lambda: _done(url) == (3, 0))
         calls = _calls(server)
@@ -173,12 +174,6 @@ def test_a_worker_frozen_mid_job_and_handed_over_writes_nothing_when_it_comes_ba
     with Ledger.connect(url) as ledger:
         charged = sum(ledger.budget.charged_tokens(j) for j in _identities(ledger))
     assert charged == _calls(server) * BILLED_PER_CALL, "the charges are what was billed"
-
-
-def _state(pid: int) -> str:
-    """A process's state letter (``T``: stopped)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def _end_lock_session(url: str, executor: str) -> None:

@@ -283,10 +283,16 @@ def test_recover_hands_a_dead_machines_jobs_over_and_refuses_a_live_one(
 ) -> None:
     url, ws, config, processes = _three_projects(tmp_path, postgres, server)
     try:
-        dead, daemon = _a_worker_that_dies_and_the_daemon(url, ws, config, processes)
-        # Frozen once it has queued the jobs: nothing but w1 takes one, and no one hands over.
-        _wait(lambda: sum(n for _s, n in _workflows(url)) == 3)
+        # w1 stops itself as its first job's run starts: while it is stopped its lock holds, so
+        # the daemon cannot hand that job over before the daemon is frozen in turn; then w1 dies.
+        dead = processes.start(
+            "worker", ws, "--config", config, env=_env(url, "w1", "during-run:stop")
+        )
+        _wait(lambda: _machines_alive(url, "w1"))
+        daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
+        _wait(lambda: _stopped(dead.pid) and sum(n for _s, n in _workflows(url)) >= 2)
         os.kill(daemon.pid, signal.SIGSTOP)
+        os.kill(dead.pid, signal.SIGKILL)
         assert dead.wait(120) == -signal.SIGKILL, dead.stderr()[-3000:]
         shown = run_cli("status", ws, "--config", config, env=_env(url, "status"))
         assert "recover --executor w1" in shown.stdout, shown.stdout
@@ -348,6 +354,11 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 120) -> None:
     while not condition():
         assert time.monotonic() < deadline, "not within the time allowed"
         time.sleep(0.2)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): ``T`` in its ``/proc`` state."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
 def _machines_alive(url: str, executor: str) -> bool:

@@ -111,6 +111,8 @@ def _stage_body(at: Stage, identity: str) -> None:
     except Fenced as exc:
         _engine.log.warning("job handed over; this machine's attempt stopped", problem=str(exc))
         raise
+    if at is Stage.SETTLED:
+        _engine.held.pop(DBOS.workflow_id or identity, None)  # its last write: no more to fence
     context.fault(f"checkpoint-{at.value}")  # between the ledger's commit and DBOS's
 
 

@@ -342,6 +342,7 @@ def test_a_verdicts_wiki_files_and_records_are_flushed_together(
         wiki_root=workspace.wiki,
         now_iso="2026-12-04T00:00:00Z",
         quiet=False,
+        signing=processed.intake.signing,
     )
     assert (workspace.wiki / "verdicts" / "c-d67b7045b6ae3f01.md").is_file()
     # Only folders: the wiki's two and the records' task folder (each file alone: six more).
@@ -516,6 +517,7 @@ def test_a_verdict_resolves_the_candidates_open_disagreement(
         wiki_root=workspace.wiki,
         now_iso="2026-11-30T12:00:00Z",
         quiet=True,
+        signing=processed.intake.signing,
     )
     assert open_disagreements(store.load(), assessment.id) == []
 

@@ -93,8 +93,9 @@ def _stage_body(at: Stage, identity: str) -> None:
     if job.done(at):
         return  # its checkpoint committed before DBOS's: done, never twice
     assert _engine is not None  # the host is the engine's
+    workflow = DBOS.workflow_id or identity
     try:
-        guard = _engine.fence(DBOS.workflow_id or identity)
+        guard = _engine.fence(workflow)
         context = host.job_context(job, guard)
         if at is Stage.RAN:
             with guard():
@@ -112,7 +113,7 @@ def _stage_body(at: Stage, identity: str) -> None:
         _engine.log.warning("job handed over; this machine's attempt stopped", problem=str(exc))
         raise
     if at is Stage.SETTLED:
-        _engine.held.pop(DBOS.workflow_id or identity, None)  # its last write: no more to fence
+        _engine.held.pop(workflow, None)  # its last write: no more to fence
     context.fault(f"checkpoint-{at.value}")  # between the ledger's commit and DBOS's
 
 

@@ -12,7 +12,7 @@ from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter
 
 from .host import iso
 from .ledger import Ledger
-from .spend_book import spend_of
+from .spend_book import spent_tokens
 from .workspace import Workspace
 
 __all__ = ["Funding"]
@@ -33,7 +33,7 @@ class Funding:
                 total_tokens=self.config.budget.portfolio_tokens,
                 per_run_claim=self.config.budget.run_tokens,
             ),
-            spent=spend_of(self.workspace, self.ledger).spent_tokens,
+            spent=spent_tokens(self.workspace, self.ledger),
         )
 
     def left(self) -> int:

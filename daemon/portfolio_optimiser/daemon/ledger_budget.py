@@ -64,6 +64,11 @@ class LedgerBudget:
             == 1
         )
 
+    def spent_total(self) -> int | None:
+        """Every run's charge together; None when no run was charged through the ledger yet."""
+        row = self._db.one("SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM spent")
+        return int(row[1]) if row and row[0] else None
+
     def spent_runs(self) -> list[tuple[str, str, int, str | None]]:
         """Every run's charge, in the order they were charged: run, project, tokens, stop."""
         rows = self._db.all(

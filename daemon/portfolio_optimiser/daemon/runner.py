@@ -42,7 +42,7 @@ from portfolio_optimiser.reasoning.store import Admission, Store, availability_n
 
 from .ledger import Ledger
 from .ledger_records import VerdictRow
-from .spend_book import spend_of
+from .spend_book import spent_tokens
 from .workspace import Workspace
 
 if TYPE_CHECKING:  # the portfolio imports the runner's learning store; typing only here
@@ -103,7 +103,7 @@ class RunInputs:
             admission=admission_for(
                 config, now=now, environ=environ, clock=lambda: datetime.now(UTC)
             ),
-            spent_tokens=spend_of(workspace, ledger).spent_tokens,
+            spent_tokens=spent_tokens(workspace, ledger),
             verdicts=verdicts,
             references=references,
             portfolio=portfolio.sources(v.key.project_id or "" for v in approved)[0],

@@ -19,7 +19,7 @@ from .ledger import Ledger
 from .ledger_machines import SPEND_LOCK
 from .workspace import Workspace
 
-__all__ = ["charge_run", "spend_of"]
+__all__ = ["charge_run", "spend_of", "spent_tokens"]
 
 EARLIER: Final = "(spent before the ledger kept each run)"
 """The run a shared ledger gives what an adopted spend.json counted beyond its runs."""
@@ -36,6 +36,12 @@ def spend_of(workspace: Workspace, ledger: Ledger) -> Spend:
     return Spend(
         schema_version=1, spent_tokens=sum(run.tokens for run in runs), runs=runs, stamp=""
     )
+
+
+def spent_tokens(workspace: Workspace, ledger: Ledger) -> int:
+    """What :func:`spend_of` counts, summed by the database (a budget decision's hot path)."""
+    total = ledger.budget.spent_total() if ledger.shared else None
+    return spend_of(workspace, ledger).spent_tokens if total is None else total
 
 
 def charge_run(
@@ -72,7 +78,7 @@ def charge_run(
 
 
 def _adopt(workspace: Workspace, ledger: Ledger, stamp: str) -> None:
-    if ledger.budget.spent_runs():
+    if ledger.budget.spent_total() is not None:
         return
     before = read_spend(workspace.spend_file)
     for run in before.runs:

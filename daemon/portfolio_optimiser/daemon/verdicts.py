@@ -105,7 +105,7 @@ def ingest_verdict(
     wiki_root: Path,
     now_iso: str,
     quiet: bool,
-    signing: Signing | None = None,
+    signing: Signing,
 ) -> VerdictOutcome:
     """Read one verdict file in place. ``quiet``: the file has not changed for the quiet period.
 
@@ -121,7 +121,6 @@ def ingest_verdict(
         sig = None
     content = hashlib.sha256(data).hexdigest()
     digest = content if sig is None else hashlib.sha256(data + b"\0" + sig).hexdigest()
-    signing = signing or Signing("off", path.parent / "no-config")
     known = ledger.get(digest)
     if (
         known is not None

@@ -83,10 +83,11 @@ class Key:
         return sig
 
 
-def make_key(folder: Path, name: str, kind: str = "ed25519") -> Key:
+def make_key(folder: Path, name: str, kind: str = "ed25519", bits: int | None = None) -> Key:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    extra = ["-b", "2048"] if kind == "rsa" else []
+    bits = bits or (2048 if kind == "rsa" else None)
+    extra = ["-b", str(bits)] if bits else []
     subprocess.run(
         [ssh_keygen(), "-q", "-t", kind, *extra, "-N", "", "-C", name, "-f", str(path)],
         check=True,

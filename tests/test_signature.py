@@ -278,3 +278,107 @@ def test_each_certificate_decision_agrees_with_ssh_keygen_itself(
                 ours = _accepts(verdict, sig, text, identity)
                 theirs = keygen_verifies(allowed, identity, sig, verdict, at="202612051200Z")
                 assert ours == theirs, (name, who, identity)
+
+
+@pytest.mark.loadbearing
+@pytest.mark.parametrize("bits", [256, 384, 521])
+def test_ecdsa_keys_and_certificates_are_decided_as_ssh_keygen_decides(
+    tmp_path: Path, bits: int
+) -> None:
+    """A NIST-curve key (``ssh-keygen -t ecdsa``), plain and certified by an ECDSA authority:
+    proven, refused for another reviewer, revoked, and after an edit, as ``ssh-keygen`` says."""
+    kn = make_key(tmp_path / "keys", "kn", "ecdsa", bits)
+    ca = make_key(tmp_path / "keys", "ca", "ecdsa", bits)
+    other = make_key(tmp_path / "keys", "other", "ecdsa", bits)
+    kn.certify(ca, "KN")
+    verdict = _verdict(tmp_path)
+    plain = kn.sign(verdict, to=tmp_path / "plain.sig")
+    cert = kn.sign(verdict, with_certificate=True, to=tmp_path / "cert.sig")
+    proof = verify_signature(
+        verdict.read_bytes(),
+        plain.read_bytes(),
+        identity="KN",
+        trust=read_trust(f"KN {kn.public}", None),
+        at=NOW,
+        name="v.json",
+    )
+    assert proof.fingerprint == kn.fingerprint and proof.key_type == f"ecdsa-sha2-nistp{bits}"
+    revoked = tmp_path / "revoked"
+    revoked.write_text(kn.public + "\n")
+    files = {
+        "own": f"KN {kn.public}",
+        "another": f"KN {other.public}",
+        "authority": f"* cert-authority {ca.public}",
+    }
+    edited = tmp_path / "edited.json"
+    edited.write_text('{"id": "c-0123456789abcdef", "decision": "approved"}\n')
+    decided = []
+    for name, text in files.items():
+        allowed = tmp_path / f"{name}.allowed"
+        allowed.write_text(text + "\n")
+        for sig in (plain, cert):
+            for identity, message, revoked_file in [
+                ("KN", verdict, None),
+                ("OL", verdict, None),
+                ("KN", edited, None),
+                ("KN", verdict, revoked),
+            ]:
+                ours = _accepts(message, sig, text, identity, revoked_file)
+                theirs = keygen_verifies(
+                    allowed, identity, sig, message, at="202612051200Z", revoked=revoked_file
+                )
+                assert ours == theirs, (name, sig.name, identity, message.name, revoked_file)
+                decided.append(ours)
+    assert decided.count(True) == 2  # the key on its own line, its certificate by the authority
+
+
+def _sk_line() -> str:
+    """A FIDO key's public line (``sk-ssh-ed25519@openssh.com``), as a hardware token's ``.pub``
+    holds it; no signature here can be checked with one."""
+    import base64
+
+    def string(value: bytes) -> bytes:
+        return len(value).to_bytes(4, "big") + value
+
+    blob = string(b"sk-ssh-ed25519@openssh.com") + string(bytes(range(32))) + string(b"ssh:")
+    return f"sk-ssh-ed25519@openssh.com {base64.b64encode(blob).decode()}"
+
+
+@pytest.mark.loadbearing
+def test_a_key_no_signature_can_be_checked_with_is_skipped_and_named_not_blocking(
+    tmp_path: Path, keys: dict[str, Key]
+) -> None:
+    """One reviewer's FIDO token listed (or revoked) leaves every other reviewer's approvals
+    checked, as ``ssh-keygen`` (which reads such keys) decides them; the line is named."""
+    verdict = _verdict(tmp_path)
+    sig = keys["kn"].sign(verdict)
+    text = f"OL {_sk_line()}\nKN {keys['kn'].public}"
+    revoked = tmp_path / "revoked"
+    revoked.write_text(_sk_line() + "\n")
+    trust = read_trust(text, revoked.read_text())
+    assert not trust.problems and _check(verdict, sig, trust) == "KN"
+    assert [s.split(" is skipped")[0] for s in trust.skipped] == [
+        "config/allowed_signers line 1",
+        "config/revoked_keys line 1",
+    ]
+    assert "ed25519, ECDSA or RSA" in trust.skipped[0]
+    allowed = tmp_path / "allowed"
+    allowed.write_text(text + "\n")
+    for identity in ("KN", "OL"):
+        assert _accepts(verdict, sig, text, identity, revoked) == keygen_verifies(
+            allowed, identity, sig, verdict, at="202612051200Z", revoked=revoked
+        )
+
+
+def test_a_trust_file_saved_with_a_byte_order_mark_reads_as_without(
+    tmp_path: Path, keys: dict[str, Key]
+) -> None:
+    """Notepad's UTF-8 puts U+FEFF first; read as text, it became part of the first principal
+    ('\\ufeffKN'), and KN's own approval was refused as another reviewer's."""
+    verdict = _verdict(tmp_path)
+    sig = keys["kn"].sign(verdict)
+    marked = read_trust(f"\ufeffKN {keys['kn'].public}\r\n", f"\ufeff{keys['ola'].public}\r\n")
+    assert _check(verdict, sig, marked) == "KN"
+    assert "revokes" in _refusal(verdict, keys["ola"].sign(verdict), read_trust(
+        f"KN {keys['ola'].public}", f"\ufeff{keys['ola'].public}"
+    ))  # fmt: skip

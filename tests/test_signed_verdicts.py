@@ -324,6 +324,13 @@ def test_doctor_names_a_damaged_allowed_signers_line(
     assert "ok   signed verdicts: require_signature = off; 1 signer line(s)" in (
         capsys.readouterr().out
     )
+    fido = "sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t"
+    _allow(workspace, f"KE {keys['ke'].public}", f"OL {fido}")
+    main(["--workspace", str(workspace.root), "doctor"])
+    assert (
+        "1 signer line(s) in config/allowed_signers; config/allowed_signers line 2 is skipped"
+        in (capsys.readouterr().out)
+    )
     _allow(workspace, f"KE {keys['ke'].public}", "OL ssh-ed25519")
     assert main(["--workspace", str(workspace.root), "doctor"]) != 0
     assert "FIX  signed verdicts: config/allowed_signers line 2:" in capsys.readouterr().out

@@ -190,7 +190,9 @@ def doctor(args: argparse.Namespace) -> int:
         check(False, "", str(exc))
     policy = config.verdicts.require_signature
     trust, _stamp = Signing(policy, workspace.root / "config").trust()
-    listed = f"{len(trust.signers)} signer line(s) in config/allowed_signers"
+    listed = f"{len(trust.signers)} signer line(s) in config/allowed_signers" + "".join(
+        f"; {skipped}" for skipped in trust.skipped
+    )
     check(
         not trust.problems and (trust.present or policy == "off"),
         f"signed verdicts: require_signature = {policy}; "

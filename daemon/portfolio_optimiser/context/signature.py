@@ -9,8 +9,12 @@ revoked keys. The namespace is pinned to the
 product's own, so a signature made for git or any other protocol never counts.
 
 Fail-closed: an allowed-signers or revocation file with a line it cannot read refuses every
-signature until it is fixed (a revocation skipped would let a revoked key through). Pure: the
-files' text and the moment of checking are passed in.
+signature until it is fixed (a revocation skipped would let a revoked key through). A line whose
+key is of a type no signature here can be checked with (a FIDO ``sk-`` key) is skipped and named
+instead: such a key can sign nothing here, so neither its grant nor its revocation can change a
+decision, and one reviewer's new token must not stop every other reviewer's approvals. Keys are
+ed25519, RSA or ECDSA (``ssh_ecdsa``). Pure: the files' text and the moment of checking are
+passed in.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from sshsig.sshsig import SshsigSignature
 from portfolio_optimiser.errors import UserError
 
 from .ssh_certificate import is_certificate, open_certificate
+from .ssh_ecdsa import register
+
+register()  # sshsig reads ECDSA keys from here on
 
 __all__ = [
     "ALLOWED_NAME",
@@ -46,6 +53,8 @@ NAMESPACE: Final = "portfolio-optimiser"
 ALLOWED_NAME: Final = "config/allowed_signers"
 REVOKED_NAME: Final = "config/revoked_keys"
 _KRL_MAGIC: Final = "SSHKRL\n"
+KEY_TYPES: Final = "ed25519, ECDSA or RSA"
+"""The keys a signature here can be made with."""
 
 
 class SignatureRefused(UserError):
@@ -90,16 +99,23 @@ class Trust:
     problems: tuple[str, ...] = ()
     present: bool = False
     """Whether there is an allowed-signers file at all."""
+    skipped: tuple[str, ...] = ()
+    """Lines whose key no signature here can be checked with, each a sentence."""
 
 
 def read_trust(allowed: str | None, revoked: str | None) -> Trust:
     """Read ``config/allowed_signers`` and ``config/revoked_keys`` (None: the file is absent)."""
     problems: list[str] = []
+    skipped: list[str] = []
     signers: list[_Signer] = []
+    allowed, revoked = (_unmarked(text) for text in (allowed, revoked))
     for number, line in _lines(allowed or ""):
         try:
             signers.append(_signer(number, line))
         except (ValueError, NotImplementedError) as exc:
+            if isinstance(exc, NotImplementedError) and _fido(AllowedSigner.parse(line).key_type):
+                skipped.append(_unchecked(ALLOWED_NAME, number, exc))
+                continue
             problems.append(
                 f"{ALLOWED_NAME} line {number}: {_plain(exc)}; write each line as principals, "
                 f'options, key, e.g. KE namespaces="{NAMESPACE}" ssh-ed25519 AAAA... (a .pub line)'
@@ -115,11 +131,29 @@ def read_trust(allowed: str | None, revoked: str | None) -> Trust:
         try:
             keys.add(PublicKey.from_openssh_str(line))
         except (ValueError, NotImplementedError) as exc:
+            if isinstance(exc, NotImplementedError) and _fido(line.split()[0]):
+                skipped.append(_unchecked(REVOKED_NAME, number, exc))
+                continue
             problems.append(
                 f"{REVOKED_NAME} line {number}: {_plain(exc)}; each line is one public key, as "
                 "in its .pub file"
             )
-    return Trust(tuple(signers), frozenset(keys), tuple(problems), allowed is not None)
+    present = allowed is not None
+    return Trust(tuple(signers), frozenset(keys), tuple(problems), present, tuple(skipped))
+
+
+def _fido(key_type: str) -> bool:
+    """A FIDO token's key (``sk-ssh-ed25519@openssh.com``, ``sk-ecdsa-sha2-nistp256@...``, or a
+    certificate of one), which this version cannot check a signature with. Only such a line is
+    skipped: a damaged line of any other type may be a revocation, and stays a problem."""
+    return key_type.startswith("sk-")
+
+
+def _unchecked(file: str, number: int, exc: BaseException) -> str:
+    return (
+        f"{file} line {number} is skipped: {_plain(exc)}, and no signature made with such a key "
+        f"can be checked here ({KEY_TYPES} keys can)"
+    )
 
 
 def sign_command(file_name: str) -> str:
@@ -166,9 +200,7 @@ def verify_signature(
             f"after it was signed, or the signature is another file's; {how}"
         ) from None
     except NotImplementedError as exc:
-        raise SignatureRefused(
-            f"{sig_name}: {_plain(exc)}; sign with an ed25519 or RSA key"
-        ) from None
+        raise SignatureRefused(f"{sig_name}: {_plain(exc)}; sign with an {KEY_TYPES} key") from None
     fingerprint = key.sha256_str()
     if key in trust.revoked:
         raise SignatureRefused(
@@ -319,6 +351,12 @@ def _matches(name: str, patterns: str) -> bool:
 
 def _glob(pattern: str) -> re.Pattern[str]:
     return re.compile(re.escape(pattern).replace(r"\*", ".*").replace(r"\?", "."), re.DOTALL)
+
+
+def _unmarked(text: str | None) -> str | None:
+    """A trust file's text without the byte-order mark some Windows editors put first (it would
+    be read as part of the first line's principal)."""
+    return None if text is None else text.removeprefix("\ufeff")
 
 
 def _lines(text: str) -> Iterable[tuple[int, str]]:

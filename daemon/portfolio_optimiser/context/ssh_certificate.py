@@ -28,6 +28,10 @@ from sshsig import InvalidSignature, PublicKey
 from sshsig.binary_io import SshReader
 from sshsig.sshsig import SshsigSignature, SshsigWrapper
 
+from .ssh_ecdsa import register
+
+register()  # a certificate's key or authority may be ECDSA
+
 __all__ = ["CERT_SUFFIX", "Certified", "is_certificate", "open_certificate"]
 
 CERT_SUFFIX: Final = "-cert-v01@openssh.com"
@@ -98,7 +102,7 @@ def open_certificate(outer: SshsigSignature, message: bytes, namespace: str) -> 
 
 
 def _openssh(key: object) -> PublicKey:
-    """A ``cryptography`` public key as ``sshsig``'s (ed25519 and RSA; others raise)."""
+    """A ``cryptography`` public key as ``sshsig``'s (ed25519, RSA and ECDSA; others raise)."""
     try:
         text = key.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH)  # type: ignore[attr-defined]
         return PublicKey.from_openssh_str(text.decode("ascii"))

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -334,3 +336,36 @@ def test_doctor_names_a_damaged_allowed_signers_line(
     _allow(workspace, f"KE {keys['ke'].public}", "OL ssh-ed25519")
     assert main(["--workspace", str(workspace.root), "doctor"]) != 0
     assert "FIX  signed verdicts: config/allowed_signers line 2:" in capsys.readouterr().out
+
+
+@pytest.mark.loadbearing
+def test_the_daemon_loads_the_key_libraries_only_for_a_workspace_with_keys(
+    tmp_path: Path, keys: dict[str, Key]
+) -> None:
+    """``sshsig`` and ``cryptography`` hold 7 MB, which the idle daemon's 120 MB target has no
+    room for where nobody signs; they load once a trust file exists. A fresh interpreter, as the
+    daemon starts."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "import portfolio_optimiser.daemon.service, portfolio_optimiser.daemon.processor\n"
+        "import portfolio_optimiser.cli\n"
+        "from portfolio_optimiser.daemon.signing import Signing\n"
+        "def loaded():\n"
+        "    return sorted({m.split('.')[0] for m in sys.modules} & {'sshsig', 'cryptography'})\n"
+        "signing = Signing('approvals', Path(sys.argv[1]))\n"
+        "print(signing.trust()[0].present, loaded())\n"
+        "Path(sys.argv[1], 'allowed_signers').write_text(sys.argv[2])\n"
+        "print(signing.trust()[0].present, loaded())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path), f"KE {keys['ke'].public}\n"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert done.stdout.splitlines() == [
+        "False []",
+        "True ['cryptography', 'sshsig']",
+    ], done.stderr

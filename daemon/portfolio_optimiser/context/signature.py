@@ -23,18 +23,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final
-
-from sshsig import InvalidSignature, PublicKey, check_signature
-from sshsig.allowed_signers import AllowedSigner
-from sshsig.sshsig import SshsigSignature
+from typing import TYPE_CHECKING, Final
 
 from portfolio_optimiser.errors import UserError
 
-from .ssh_certificate import is_certificate, open_certificate
-from .ssh_ecdsa import register
-
-register()  # sshsig reads ECDSA keys from here on
+if TYPE_CHECKING:
+    from sshsig import PublicKey
+    from sshsig.sshsig import SshsigSignature
 
 __all__ = [
     "ALLOWED_NAME",
@@ -109,6 +104,12 @@ def read_trust(allowed: str | None, revoked: str | None) -> Trust:
     skipped: list[str] = []
     signers: list[_Signer] = []
     allowed, revoked = (_unmarked(text) for text in (allowed, revoked))
+    if not (allowed or revoked):
+        return Trust(present=allowed is not None)
+    _load_keys()
+    from sshsig import PublicKey
+    from sshsig.allowed_signers import AllowedSigner
+
     for number, line in _lines(allowed or ""):
         try:
             signers.append(_signer(number, line))
@@ -140,6 +141,15 @@ def read_trust(allowed: str | None, revoked: str | None) -> Trust:
             )
     present = allowed is not None
     return Trust(tuple(signers), frozenset(keys), tuple(problems), present, tuple(skipped))
+
+
+def _load_keys() -> None:
+    """``sshsig`` and ``cryptography`` (7 MB), loaded at the first key read or signature checked
+    (a daemon whose workspace has neither holds none of it: its idle target is 120 MB), with the
+    ECDSA keys put beside theirs."""
+    from .ssh_ecdsa import register
+
+    register()
 
 
 def _fido(key_type: str) -> bool:
@@ -178,6 +188,12 @@ def verify_signature(
         raise SignatureRefused(
             "; ".join(trust.problems) + "; no signature is checked until these files are fixed"
         )
+    _load_keys()
+    from sshsig import InvalidSignature, check_signature
+    from sshsig.sshsig import SshsigSignature
+
+    from .ssh_certificate import is_certificate
+
     try:
         outer = SshsigSignature.from_armored(armored)
     except (ValueError, NotImplementedError, UnicodeDecodeError) as exc:
@@ -215,6 +231,10 @@ def _certified(
 ) -> Proof:
     """A signature made with a certificate: its authority must be a ``cert-authority`` line for
     the reviewer, and the certificate a user's, issued for the reviewer and valid now."""
+    from sshsig import InvalidSignature
+
+    from .ssh_certificate import open_certificate
+
     sig_name = f"{name}.sig"
     try:
         cert = open_certificate(outer, message, NAMESPACE)
@@ -308,6 +328,9 @@ def _refusal(signer: _Signer, at: datetime) -> str | None:
 
 
 def _signer(number: int, line: str) -> _Signer:
+    from sshsig import PublicKey
+    from sshsig.allowed_signers import AllowedSigner
+
     entry = AllowedSigner.parse(line)
     key = PublicKey.from_openssh_str(f"{entry.key_type} {entry.base64_key}")
     options = entry.options or {}

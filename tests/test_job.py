@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from portfolio_optimiser.daemon.job import Job, RunSummary, Stage
-from portfolio_optimiser.outputs import OutputExists, writer
-from portfolio_optimiser.outputs.writer import move_run_folder
+from portfolio_optimiser.outputs import OutputExists, folders
+from portfolio_optimiser.outputs.folders import move_run_folder
 
 
 def _folder(path: Path, text: str) -> Path:
@@ -54,13 +54,13 @@ def test_a_staging_area_on_another_file_system_is_published_again(
     def cross_device(_src: Path, _dst: Path) -> bool:
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
-    monkeypatch.setattr(writer, "_rename_noreplace", cross_device)
+    monkeypatch.setattr(folders, "_rename_noreplace", cross_device)
     staged = _folder(tmp_path / "state" / "r1", "bytes")
     target = tmp_path / "outbox" / "runs" / "p" / "r1"
     with pytest.raises(OSError):  # the fallback publishes with the same rename: still refused
         move_run_folder(staged, target)
     monkeypatch.undo()
-    real = writer._rename_noreplace
+    real = folders._rename_noreplace
     calls: list[Path] = []
 
     def first_cross_device(src: Path, dst: Path) -> bool:
@@ -69,7 +69,7 @@ def test_a_staging_area_on_another_file_system_is_published_again(
             raise OSError(errno.EXDEV, "Invalid cross-device link")
         return real(src, dst)
 
-    monkeypatch.setattr(writer, "_rename_noreplace", first_cross_device)
+    monkeypatch.setattr(folders, "_rename_noreplace", first_cross_device)
     assert move_run_folder(staged, target) == target
     assert not staged.exists()
     assert (target / "verdicts" / "c-1.json").read_text(encoding="utf-8") == "{}"

@@ -332,7 +332,7 @@ def test_built_hidden_a_failure_leaves_nothing(
 ) -> None:
     ws = tmp_path / "ws"
     target = ws / "outbox" / "runs" / "depot" / "r1"
-    real_write, seen = outputs.writer._write_file, []
+    real_write, seen = outputs.folders._write_file, []
 
     def failing_write(path: Path, data: bytes) -> None:
         assert not target.exists(), "the run folder appeared before it was complete"
@@ -342,7 +342,7 @@ def test_built_hidden_a_failure_leaves_nothing(
             raise OSError(28, "No space left on device")
         real_write(path, data)
 
-    monkeypatch.setattr(outputs.writer, "_write_file", failing_write)
+    monkeypatch.setattr(outputs.folders, "_write_file", failing_write)
     with pytest.raises(OSError, match="No space"):
         write(mixed(), ws)
     assert not target.exists() and leftovers(ws) == []
@@ -350,8 +350,8 @@ def test_built_hidden_a_failure_leaves_nothing(
     def failing_rename(src: Path, dst: Path) -> bool:
         raise OSError(5, "I/O error")
 
-    monkeypatch.setattr(outputs.writer, "_write_file", real_write)
-    monkeypatch.setattr(outputs.writer, "_rename_noreplace", failing_rename)
+    monkeypatch.setattr(outputs.folders, "_write_file", real_write)
+    monkeypatch.setattr(outputs.folders, "_rename_noreplace", failing_rename)
     with pytest.raises(OSError, match="I/O error"):
         write(mixed(), ws)
     assert not target.exists() and leftovers(ws) == []
@@ -363,7 +363,7 @@ def test_every_file_and_folder_is_fsynced(tmp_path: Path, monkeypatch: pytest.Mo
     dirs: list[str] = []
     files: list[int] = []
     real_dir, real_fsync = fsync_dir, os.fsync
-    monkeypatch.setattr(outputs.writer, "fsync_dir", spy(dirs, real_dir, lambda d: d.name))
+    monkeypatch.setattr(outputs.folders, "fsync_dir", spy(dirs, real_dir, lambda d: d.name))
     monkeypatch.setattr(os, "fsync", spy(files, real_fsync))
     folder = write(mixed(), tmp_path / "ws")
     assert len(files) >= len(tree(folder)) + 2

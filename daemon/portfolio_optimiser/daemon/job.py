@@ -29,8 +29,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
+from portfolio_optimiser.outputs.folders import move_run_folder
 from portfolio_optimiser.outputs.proposals import read_proposals
-from portfolio_optimiser.outputs.writer import move_run_folder, schema_ref_for, write_run_outputs
+from portfolio_optimiser.outputs.writer import schema_ref_for, write_run_outputs
 from portfolio_optimiser.pipeline.outcome import RunResult
 
 from .claim import release

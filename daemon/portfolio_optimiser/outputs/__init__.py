@@ -9,10 +9,11 @@ imports no model framework: the pipeline's types are used for annotations only.
 
 from __future__ import annotations
 
+from .folders import OutputExists
 from .proposals import Proposals, ProposalsError, ProposedCandidate, read_proposals
 from .report import Redactor, format_nok, render_report, render_savings_svg, savings_by_code
 from .templates import template_for, template_name
-from .writer import OutputExists, build_run_files, schema_ref_for, write_run_outputs
+from .writer import build_run_files, schema_ref_for, write_run_outputs
 
 __all__ = [
     "OutputExists",

@@ -35,6 +35,7 @@ from .portfolio_lines import (
     read_outcome,
     read_page,
 )
+from .portfolio_totals import BookLine, Totals
 from .report import Redactor, format_nok, render_savings_svg
 
 __all__ = [
@@ -54,74 +55,6 @@ SVG_NAME: Final = "portfolio.svg"
 _LARGEST: Final = 10
 
 
-@dataclass(frozen=True)
-class _Line:
-    candidate: PageCandidate
-    position: int
-    """Its place in its run's list: the page lists a project's candidates in the run's order."""
-    verdict: PageVerdict | None
-
-    @property
-    def saving(self) -> Decimal:
-        return self.candidate.saving
-
-    @property
-    def expected(self) -> Decimal:
-        """What the expert expects to be realised (approved only): saving (or adjusted) × rate."""
-        verdict = self.verdict
-        if verdict is None or not verdict.approves:
-            return self.saving
-        base = verdict.adjusted if verdict.adjusted is not None else self.saving
-        return base * (verdict.rate if verdict.rate is not None else Decimal(1))
-
-    @property
-    def above(self) -> bool:
-        """Approved above the claim: the validator's figures do not cover the difference."""
-        adjusted = self.verdict.adjusted if self.verdict is not None else None
-        return adjusted is not None and adjusted > self.saving
-
-    @property
-    def rank(self) -> tuple[Decimal, str, int]:
-        """The order of the largest open candidates: by saving, then in the page's line order."""
-        return -self.saving, self.candidate.project_id, self.position
-
-    @property
-    def due(self) -> tuple[date, str, int] | None:
-        """Its place among decision points: the date its measure must be decided by, if any."""
-        when = decision_date(self.candidate.decide_by)
-        return None if when is None else (when, self.candidate.project_id, self.position)
-
-    @property
-    def code_label(self) -> str:
-        return " + ".join(sorted(set(self.candidate.codes)))
-
-
-@dataclass
-class _Totals:
-    lines: int = 0
-    validated: Decimal = Decimal(0)
-    awaiting: Decimal = Decimal(0)
-    approved: Decimal = Decimal(0)
-    rejected: Decimal = Decimal(0)
-    expected: Decimal = Decimal(0)
-
-    def add(self, line: _Line, sign: int = 1) -> None:
-        """Count ``line`` in (``sign`` 1) or out (-1): exact, so out undoes in."""
-        self.lines += sign
-        self.validated += sign * line.saving
-        if line.verdict is None:
-            self.awaiting += sign * line.saving
-        elif line.verdict.approves:
-            self.approved += sign * line.saving
-            self.expected += sign * line.expected
-        else:
-            self.rejected += sign * line.saving
-
-    def cells(self) -> str:
-        values = (self.validated, self.awaiting, self.approved, self.rejected, self.expected)
-        return " | ".join(format_nok(v) for v in values)
-
-
 _HEADER: Final = "validated | awaiting a verdict | approved | rejected | expected realisation |"
 
 
@@ -131,13 +64,13 @@ class PortfolioBook:
 
     redactor: Redactor = field(default_factory=Redactor)
     _projects: set[str] = field(default_factory=set)
-    _lines: dict[str, tuple[_Line, ...]] = field(default_factory=dict)
+    _lines: dict[str, tuple[BookLine, ...]] = field(default_factory=dict)
     _verdicts: dict[str, PageVerdict] = field(default_factory=dict)
     _where: dict[str, set[str]] = field(default_factory=dict)
     """Candidate id → the projects whose latest run lists it."""
-    _whole: _Totals = field(default_factory=_Totals)
-    _by_project: dict[str, _Totals] = field(default_factory=dict)
-    _by_code: dict[str, _Totals] = field(default_factory=dict)
+    _whole: Totals = field(default_factory=Totals)
+    _by_project: dict[str, Totals] = field(default_factory=dict)
+    _by_code: dict[str, Totals] = field(default_factory=dict)
     _rows: dict[str, str] = field(default_factory=dict)
     _order: list[str] | None = None
     _table: list[str] = field(default_factory=list)
@@ -145,7 +78,7 @@ class PortfolioBook:
     _place: dict[str, int] = field(default_factory=dict)
     _open: list[tuple[Decimal, str, int]] = field(default_factory=list)
     """The open lines' ranks, in order: the largest are the first."""
-    _above: dict[tuple[str, int], _Line] = field(default_factory=dict)
+    _above: dict[tuple[str, int], BookLine] = field(default_factory=dict)
     """Lines approved above their claim, by (project, place)."""
     _outcomes: dict[str, PageOutcome] = field(default_factory=dict)
     _history: History = field(default_factory=History)
@@ -202,7 +135,7 @@ class PortfolioBook:
             self._count(line, -1)
             self._where[line.candidate.candidate_id].discard(project_id)
         lines = tuple(
-            _Line(c, i, self._verdicts.get(c.candidate_id)) for i, c in enumerate(candidates)
+            BookLine(c, i, self._verdicts.get(c.candidate_id)) for i, c in enumerate(candidates)
         )
         if lines:
             self._lines[project_id] = lines
@@ -230,16 +163,16 @@ class PortfolioBook:
             for i, line in enumerate(lines):
                 if line.candidate.candidate_id == candidate_id:
                     self._count(line, -1)
-                    lines[i] = _Line(line.candidate, line.position, verdict)
+                    lines[i] = BookLine(line.candidate, line.position, verdict)
                     self._count(lines[i], 1)
             self._lines[project_id] = tuple(lines)
             self._row(project_id)
 
-    def _count(self, line: _Line, sign: int) -> None:
+    def _count(self, line: BookLine, sign: int) -> None:
         project_id = line.candidate.project_id
         self._whole.add(line, sign)
-        self._by_project.setdefault(project_id, _Totals()).add(line, sign)
-        self._by_code.setdefault(line.code_label, _Totals()).add(line, sign)
+        self._by_project.setdefault(project_id, Totals()).add(line, sign)
+        self._by_code.setdefault(line.code_label, Totals()).add(line, sign)
         for key, totals in ((project_id, self._by_project), (line.code_label, self._by_code)):
             if totals[key].lines == 0:
                 del totals[key]
@@ -261,7 +194,7 @@ class PortfolioBook:
                     del self._due[bisect_left(self._due, due)]
 
     def _row(self, project_id: str) -> None:
-        totals = self._by_project.get(project_id, _Totals())
+        totals = self._by_project.get(project_id, Totals())
         shown = self.redactor.text(project_id, "a project id")
         row = self._rows[project_id] = f"| {shown} | {totals.cells()} |"
         if self._order is not None:

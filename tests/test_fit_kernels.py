@@ -17,6 +17,8 @@ import pytest
 from portfolio_optimiser.context import fit_kernels
 from portfolio_optimiser.context.fit_kernels import MIDDLE, exps, logs
 
+from .fresh import fresh_python
+
 
 @pytest.fixture(params=["compiled", "numpy"])
 def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
@@ -93,10 +95,7 @@ def test_a_small_portfolio_never_loads_the_compiler() -> None:
         "assert index.fit.assess('p3', None, [('K1.0', 'K1', 'm2', 900.0, 10.0)]).lines\n"
         "print('numba' in sys.modules)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert done.stdout.strip() == "False", done.stderr
+    assert fresh_python(script).strip() == "False"
 
 
 def test_numpy_asks_for_no_huge_pages_unless_the_user_says_so() -> None:

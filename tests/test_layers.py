@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -46,6 +44,7 @@ from typing import Final
 import pytest
 
 from .conftest import REPO
+from .fresh import fresh_python
 
 PACKAGE = REPO / "daemon" / "portfolio_optimiser"
 ROOT: Final = "portfolio_optimiser"
@@ -254,10 +253,7 @@ def test_importing_a_framework_free_layer_loads_no_model_framework(layer: str) -
         + "".join(f"import {m}\n" for m in modules)
         + f"print(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r}))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    assert fresh_python(script).strip() == "[]"
 
 
 def test_the_commons_hold_no_code_at_all() -> None:

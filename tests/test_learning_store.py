@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from portfolio_optimiser.learning import (
 from portfolio_optimiser.learning.insights import MEASURE_TYPE_BONUS, SAME_PROJECT_BONUS
 
 from .conftest import REPO
+from .fresh import fresh_python
 
 EMPTY_KEY = CandidateKey()
 EXAMPLE_VERDICT = REPO / "shared/skills/expert-reviewer/references/example-verdict.json"
@@ -176,10 +175,7 @@ def test_importing_the_learning_layer_loads_no_model_framework() -> None:
         + "".join(f"import {m}\n" for m in modules)
         + "print(sorted(m for m in sys.modules if m.split('.')[0] in ('agent_framework', 'mcp')))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
+    assert fresh_python(script).strip() == "[]"
 
 
 def test_seeding_refuses_a_page_without_a_decision(tmp_path: Path) -> None:

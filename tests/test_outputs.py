@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from portfolio_optimiser.reasoning.modes import Mode
 from portfolio_optimiser.resources import commons_dir, load_schema
 
 from .conftest import EXAMPLES
+from .fresh import fresh_python
 from .pipeline_helpers import CHECKER, PROPOSER, budget, factory, session, settings
 
 STAMP = "2026-11-30T12:00:00Z"
@@ -397,9 +396,7 @@ def test_importing_the_outputs_loads_no_model_framework() -> None:
         "import sys\nimport portfolio_optimiser.outputs\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('agent_framework', 'mcp')))\n"
     )
-    command = [sys.executable, "-c", script]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert fresh_python(script).strip() == "[]"
 
 
 def test_figures_beside_nok_or_arithmetic_are_norwegian_and_codes_and_years_are_not() -> None:

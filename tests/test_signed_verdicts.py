@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.processor import Processor
 from portfolio_optimiser.daemon.workspace import Workspace
 
+from .fresh import fresh_python
 from .ssh_keys import Key, make_key
 from .test_daemon_processor import Clock, drop_bundle, save_verdict, settle, template
 
@@ -358,14 +357,8 @@ def test_the_daemon_loads_the_key_libraries_only_for_a_workspace_with_keys(
         "Path(sys.argv[1], 'allowed_signers').write_text(sys.argv[2])\n"
         "print(signing.trust()[0].present, loaded())\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path), f"KE {keys['ke'].public}\n"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    assert done.stdout.splitlines() == [
+    out = fresh_python(script, str(tmp_path), f"KE {keys['ke'].public}\n")
+    assert out.splitlines() == [
         "False []",
         "True ['cryptography', 'sshsig']",
-    ], done.stderr
+    ]

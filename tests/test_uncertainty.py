@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,8 @@ from portfolio_optimiser.context.uncertainty import (
     Element,
     simulate,
 )
+
+from .fresh import fresh_python
 
 P85_SCORE = float(special.ndtri(0.85))
 P90_SCORE = float(special.ndtri(0.90))
@@ -205,10 +205,7 @@ def test_the_daemon_never_loads_scipy_not_even_to_simulate_a_frame() -> None:
         "simulate([Element('a', 90.0, 100.0, 130.0), Element('b', 5.0, 7.0, 9.0, 'normal')], seed=1)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert done.stdout.strip() == "[]", done.stderr
+    assert fresh_python(script).strip() == "[]"
 
 
 @pytest.mark.parametrize("r", [0.0, 0.01, 0.137, 0.25, 0.5, 0.8, 0.999, 1.0])

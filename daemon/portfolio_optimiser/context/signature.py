@@ -100,9 +100,6 @@ class Trust:
 
 def read_trust(allowed: str | None, revoked: str | None) -> Trust:
     """Read ``config/allowed_signers`` and ``config/revoked_keys`` (None: the file is absent)."""
-    problems: list[str] = []
-    skipped: list[str] = []
-    signers: list[_Signer] = []
     allowed, revoked = (_unmarked(text) for text in (allowed, revoked))
     if not (allowed or revoked):
         return Trust(present=allowed is not None)
@@ -110,6 +107,9 @@ def read_trust(allowed: str | None, revoked: str | None) -> Trust:
     from sshsig import PublicKey
     from sshsig.allowed_signers import AllowedSigner
 
+    problems: list[str] = []
+    skipped: list[str] = []
+    signers: list[_Signer] = []
     for number, line in _lines(allowed or ""):
         try:
             signers.append(_signer(number, line))

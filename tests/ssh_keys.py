@@ -49,8 +49,11 @@ class Key:
     def certificate(self) -> Path:
         return self.path.with_name(self.path.name + "-cert.pub")
 
-    def certify(self, ca: Key, *principals: str, valid: str = "-1d:+52w") -> Path:
-        """``ssh-keygen -s CA``: a user certificate for ``principals`` (``-V`` ``valid``)."""
+    def certify(self, ca: Key, *principals: str, valid: str = "20261101:+104w") -> Path:
+        """``ssh-keygen -s CA``: a user certificate for ``principals`` (``-V`` ``valid``). By
+        default valid from a fixed day before the tests' own moment (``test_signature.NOW``) to
+        two years past the wall clock's, so it holds at both (``-1d`` stopped holding at NOW
+        the day after NOW was written)."""
         subprocess.run(
             [ssh_keygen(), "-q", "-s", str(ca.path), "-I", f"{self.path.name}-cert",
              "-n", ",".join(principals), "-V", valid, str(self.path.with_suffix(".pub"))],

@@ -320,6 +320,7 @@ def test_an_internal_error_is_one_line_naming_where_its_scrubbed_traceback_is(
         raise KeyError(f"boom {key}")
 
     monkeypatch.setattr(commands, "check_bundle", broken)
+    (tmp_path / "inbox" / "projects").mkdir(parents=True)  # a workspace, to keep it in
     assert main(["--workspace", str(tmp_path), "check-bundle", str(tmp_path)]) == 70
     line = one_stderr_line(capsys.readouterr().err)
     assert "internal error (KeyError" in line and "please report it" in line and key not in line
@@ -357,12 +358,15 @@ def test_an_unknown_capability_is_refused_with_the_list(
     assert "costreview is not a capability; give one or more of propose, cost_review" in err
 
 
-def test_a_workspace_that_is_the_source_folder_is_warned_about(
+def test_a_workspace_that_is_the_source_folder_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main(["--workspace", str(REPO), "status"])
-    assert "warning: the workspace is the source folder" in capsys.readouterr().err
-    main(["--workspace", str(tmp_path), "status"])
+    assert main(["--workspace", str(REPO), "status"]) == 64
+    err = capsys.readouterr().err
+    assert "is portfolio-optimiser's source folder, not a workspace of yours" in err
+    assert not (REPO / ".state").exists()
+    (tmp_path / "inbox" / "projects").mkdir(parents=True)
+    assert main(["--workspace", str(tmp_path), "status"]) == 0
     assert "source folder" not in capsys.readouterr().err
 
 
@@ -377,7 +381,7 @@ def test_a_printed_hint_runs_where_the_user_is() -> None:
 
 
 def test_check_verdict_outside_a_workspace_says_the_id_was_not_checked(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     verdict = tmp_path / "v.json"
     verdict.write_text(
@@ -391,6 +395,7 @@ def test_check_verdict_outside_a_workspace_says_the_id_was_not_checked(
         ),
         "utf-8",
     )
-    assert main(["--workspace", str(tmp_path), "check-verdict", str(verdict)]) == 0
+    monkeypatch.chdir(tmp_path)  # the default workspace, the current folder, is none
+    assert main(["check-verdict", str(verdict)]) == 0
     out = capsys.readouterr().out
     assert "a valid verdict" in out and "was not checked" in out

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from portfolio_optimiser.cli import main
-from portfolio_optimiser.config import EX_CONFIG, Config, ConfigError, load_config, parse_config
+from portfolio_optimiser.config import (
+    EX_CONFIG,
+    Config,
+    ConfigError,
+    effective_settings,
+    load_config,
+    parse_config,
+)
 from portfolio_optimiser.resources import commons_dir, default_config_path
 
 EXAMPLE_BUNDLE = commons_dir() / "examples" / "portfolio" / "lillevik-school"
@@ -85,31 +92,67 @@ def test_a_utf8_bom_is_accepted(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, ("\ufeff" + VALID).encode("utf-8"))).stop.max_rounds == 4
 
 
-# --- required sections --------------------------------------------------------------------------
+# --- a file over the default -------------------------------------------------------------------
 
 
-def test_a_file_without_stop_names_the_stop_section(tmp_path: Path) -> None:
-    message = config_error(write(tmp_path, BUDGET), ": stop is missing")
-    assert "stop criterion" in message
+def test_a_file_with_one_section_overlays_the_default(tmp_path: Path) -> None:
+    # A workspace names only what it changes: the stop criteria and the other caps stay the
+    # default's (a file that replaced the default had to copy all of it to change one value).
+    config = load_config(write(tmp_path, '[verdicts]\nrequire_signature = "approvals"\n'))
+    default = load_config()
+    assert config.verdicts.require_signature == "approvals"
+    assert config.stop == default.stop and config.budget == default.budget
+    assert config.advisors == default.advisors
+    assert config.overrides == ("verdicts.require_signature",)
 
 
-def test_a_file_without_budget_names_the_budget_section(tmp_path: Path) -> None:
-    message = config_error(write(tmp_path, STOP), ": budget is missing")
-    assert "budget cap" in message
+def test_a_file_naming_one_key_of_a_section_keeps_the_others(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "[budget]\nportfolio_tokens = 2000000\n"))
+    assert config.budget.portfolio_tokens == 2_000_000
+    assert config.budget.run_tokens == load_config().budget.run_tokens
 
 
-def test_a_missing_budget_key_names_its_key_path(tmp_path: Path) -> None:
-    text = VALID.replace("call_tokens = 8000\n", "")
-    config_error(write(tmp_path, text), "budget.call_tokens", "missing")
+def test_an_empty_file_is_the_packaged_default(tmp_path: Path) -> None:
+    path = write(tmp_path, "# nothing changed yet\n")
+    assert load_config(path).model_dump(exclude={"source"}) == load_config().model_dump(
+        exclude={"source"}
+    )
+    assert load_config(path).source == str(path)
 
 
-def test_a_missing_stop_key_names_its_key_path(tmp_path: Path) -> None:
-    text = VALID.replace("run_timeout_seconds = 900\n", "")
-    config_error(write(tmp_path, text), "stop.run_timeout_seconds", "missing")
+def test_advisors_in_the_file_are_the_whole_catalogue(tmp_path: Path) -> None:
+    # Merged into the packaged ones, an advisor of the file would be consulted beside advisors
+    # the file never named.
+    text = (
+        '[[advisors]]\nid = "mine"\nname = "Mine"\nadapter = "openai-compatible"\n'
+        'provider = "self-hosted"\nmodel = "m"\nlocal = true\ncapabilities = ["cost_review"]\n'
+    )
+    config = load_config(write(tmp_path, text))
+    assert [a["id"] for a in config.advisors] == ["mine"]
+    assert load_config(write(tmp_path, "advisors = []\n")).advisors == ()
 
 
-def test_an_empty_file_is_told_what_is_required(tmp_path: Path) -> None:
-    config_error(write(tmp_path, ""), "is missing")
+def test_the_stop_criteria_and_budget_caps_are_still_required_of_the_whole(tmp_path: Path) -> None:
+    # The packaged default carries them; a whole config without them is refused, key by key.
+    data = tomllib.loads(default_config_path().read_text(encoding="utf-8"))
+    del data["budget"]["call_tokens"]
+    with pytest.raises(ConfigError, match=r"budget\.call_tokens is missing; it is a budget cap"):
+        parse_config(data, source="whole")
+    del data["stop"]
+    with pytest.raises(ConfigError, match=r"stop is missing; it is a stop criterion"):
+        parse_config(data, source="whole")
+
+
+def test_a_bad_value_in_the_file_names_the_file_not_the_default(tmp_path: Path) -> None:
+    message = config_error(write(tmp_path, "[stop]\nmax_rounds = 0\n"), "stop.max_rounds")
+    assert str(default_config_path()) not in message
+
+
+def test_the_effective_config_says_where_each_value_came_from(tmp_path: Path) -> None:
+    path = write(tmp_path, '[verdicts]\nrequire_signature = "all"\n[stop]\nmax_rounds = 2\n')
+    where = {key: origin for key, _value, origin in effective_settings(load_config(path))}
+    assert where["verdicts.require_signature"] == where["stop.max_rounds"] == str(path)
+    assert where["stop.max_attempts"] == where["budget.run_tokens"] == "packaged default"
 
 
 # --- values -------------------------------------------------------------------------------------
@@ -214,8 +257,11 @@ def one_line(text: str) -> str:
     return lines[0]
 
 
+BAD = '[budget]\nrun_tokens = "lots"\n'
+
+
 def bad_config(tmp_path: Path) -> Path:
-    return write(tmp_path, STOP, name="bad.toml")
+    return write(tmp_path, BAD, name="bad.toml")
 
 
 def test_a_bad_config_exits_78_with_one_line_on_stderr(
@@ -249,6 +295,7 @@ def test_a_good_config_given_explicitly_is_used(
 
 def workspace_with(tmp_path: Path, text: str) -> Path:
     workspace = tmp_path / "ws"
+    (workspace / "inbox" / "projects").mkdir(parents=True)
     write_to = workspace / "config" / "portfolio-optimiser.toml"
     write_to.parent.mkdir(parents=True)
     write_to.write_text(text, encoding="utf-8")
@@ -259,7 +306,7 @@ def workspace_with(tmp_path: Path, text: str) -> Path:
 def test_workspace_is_accepted_before_or_after_the_command_name(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], before: bool
 ) -> None:
-    workspace = workspace_with(tmp_path, STOP)
+    workspace = workspace_with(tmp_path, BAD)
     option = ["--workspace", str(workspace)]
     argv = (
         [*option, "check-bundle", str(EXAMPLE_BUNDLE)]
@@ -273,7 +320,7 @@ def test_workspace_is_accepted_before_or_after_the_command_name(
 def test_the_current_folder_is_the_default_workspace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workspace = workspace_with(tmp_path, STOP)
+    workspace = workspace_with(tmp_path, BAD)
     monkeypatch.chdir(workspace)
     assert main(["check-bundle", str(EXAMPLE_BUNDLE)]) == 78
     assert "config/portfolio-optimiser.toml" in one_line(capsys.readouterr().err)
@@ -290,7 +337,7 @@ def test_a_workspace_with_a_good_config_runs(
 def test_an_explicit_config_wins_over_the_workspace_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    workspace = workspace_with(tmp_path, STOP)
+    workspace = workspace_with(tmp_path, BAD)
     good = write(tmp_path, VALID, name="good.toml")
     argv = ["--workspace", str(workspace), "check-bundle", str(EXAMPLE_BUNDLE)]
     assert main([*argv, "--config", str(good)]) == 0
@@ -300,6 +347,7 @@ def test_an_explicit_config_wins_over_the_workspace_config(
 def test_a_workspace_without_a_config_falls_back_to_the_packaged_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (tmp_path / "inbox" / "projects").mkdir(parents=True)
     assert main(["check-bundle", str(EXAMPLE_BUNDLE), "--workspace", str(tmp_path)]) == 0
     assert capsys.readouterr().err == ""
 

@@ -741,7 +741,7 @@ def test_explain_shows_the_verdict_when_the_expert_decided_it_and_who(
         "decision": "approved",
         "rationale": "Checked.",
         "reviewer": "KE",
-        "decided_at": "2026-11-29T08:30:00Z",
+        "decided_at": "2026-09-20T08:30:00Z",  # a day before the processor's clock (START)
     }
     processed.observe(save_verdict(workspace, data))
     assert (
@@ -751,9 +751,9 @@ def test_explain_shows_the_verdict_when_the_expert_decided_it_and_who(
     chain = json.loads(out[out.index("\n{") + 1 :] if not out.startswith("{") else out)
     [verdict] = [s for s in chain["steps"] if s["kind"] == "verdict"]
     assert (
-        verdict["recorded_at"] == "2026-11-29T08:30:00.000000Z"
+        verdict["recorded_at"] == "2026-09-20T08:30:00.000000Z"
     )  # one time format, as explain shows
-    assert "approved by KE, decided 2026-11-29T08:30:00Z" in verdict["summary"]
+    assert "approved by KE, decided 2026-09-20T08:30:00Z" in verdict["summary"]
 
 
 def break_three_files(bundle: Path) -> list[str]:

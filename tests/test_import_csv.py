@@ -100,8 +100,8 @@ def test_every_problem_of_a_file_is_named_at_once_and_nothing_is_imported(tmp_pa
         write_bundle(read_estimate(source), into)
     text = str(refused.value)
     assert "5 problem(s), nothing imported" in text
-    assert "bad.csv, row 14, column Sum: the sum 9999999 is not 3600 × 2600 = 9360000" in text
-    assert "bad.csv, row 15, column Enhet: a quantity (1620) without a unit" in text
+    assert "bad.csv, row 14, column Sum: the sum 9 999 999 is not 3 600 × 2 600 = 9 360 000" in text
+    assert "bad.csv, row 15, column Enhet: a quantity (1 620) without a unit" in text
     assert "bad.csv, row 16, column Mengde: 'mye' is not a number" in text
     assert "bad.csv, row 17, column Konto: 'X9' is not an NS 3451 or NS 3453 code" in text
     assert "bad.csv, row 18: code 23 again (first at bad.csv, row 7)" in text

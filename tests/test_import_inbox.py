@@ -188,12 +188,12 @@ def _bad_kuttliste(tmp: Path) -> Path:
     [
         pytest.param(
             _bad_csv("25;Dekker;3 600;m2;2 600;9 999 999"),
-            "row 13, column Sum: the sum 9999999 is not 3600 × 2600",
+            "row 13, column Sum: the sum 9 999 999 is not 3 600 × 2 600",
             id="a-sum-that-is-not-quantity-times-price",
         ),
         pytest.param(
             _bad_csv("26;Yttertak;1 620;;3 200;5 184 000"),
-            "row 13, column Enhet: a quantity (1620) without a unit",
+            "row 13, column Enhet: a quantity (1 620) without a unit",
             id="a-missing-unit",
         ),
         pytest.param(

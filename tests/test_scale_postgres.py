@@ -75,12 +75,42 @@ def test_a_second_daemon_on_the_same_shared_database_is_refused(postgres: Any) -
     from portfolio_optimiser.daemon.ledger import LedgerError
 
     url = postgres.new_database()
+    now = "2026-12-06T12:00:00Z"
     with Ledger.connect(url) as first, Ledger.connect(url) as second:
-        first.machines.hold_intake()
-        with pytest.raises(LedgerError, match="another daemon"):
-            second.machines.hold_intake()
+        first.machines.hold_intake("/mnt/portfolio", now=now)
+        with pytest.raises(LedgerError, match="another daemon already takes in this workspace"):
+            second.machines.hold_intake("/mnt/portfolio", now=now)
+        # Another workspace on the same database is told so, not that its own inbox is taken.
+        with pytest.raises(LedgerError) as other:
+            second.machines.hold_intake("/mnt/other", now=now)
+        assert "is the ledger of the workspace /mnt/portfolio" in str(other.value)
+        assert "this workspace (/mnt/other) needs a database of its own" in str(other.value)
     with Ledger.connect(url) as after:
-        after.machines.hold_intake()  # the first one's ended with its connection
+        after.machines.hold_intake("/mnt/portfolio", now=now)  # the first one's ended with it
+
+
+def test_status_without_the_database_setting_names_the_shared_database(
+    tmp_path: Path, postgres: Any
+) -> None:
+    # Found by a newcomer: without the setting, status read an empty ledger beside the shared
+    # one and said "awaiting a verdict: nothing" while six candidates waited.
+    url = postgres.new_database()
+    ws, processes = project_in_inbox(tmp_path, PROJECT)
+    env = {"PORTFOLIO_OPTIMISER_DATABASE_URL": url}
+    try:
+        assert processes.start("once", ws, env=env).completed(120).returncode == 0
+        shared = processes.start("status", ws, env=env).completed(60)
+        alone = processes.start("status", ws).completed(60)
+        once = processes.start("once", ws).completed(60)
+    finally:
+        processes.close()
+    assert shared.returncode == 0 and "awaiting a verdict: 6 candidate(s)" in shared.stdout
+    for refused in (alone, once):
+        assert refused.returncode == 78, refused.stdout + refused.stderr
+        assert "keeps its ledger in the shared database postgresql://" in refused.stderr
+        assert "set PORTFOLIO_OPTIMISER_DATABASE_URL" in refused.stderr
+        assert "nothing" not in refused.stdout
+    assert not (ws / ".state" / "ledger.sqlite").exists(), "no ledger beside the shared one"
 
 
 @pytest.mark.loadbearing

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from portfolio_optimiser.cli.workspace_arg import EX_USAGE
 from portfolio_optimiser.config import EX_CONFIG
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +66,8 @@ CONTRACT = [
     ("Service", "NotifyAccess", "main"),
     ("Service", "WatchdogSec", "60s"),  # the daemon pings at half of WATCHDOG_USEC
     ("Service", "Restart", "on-failure"),
-    ("Service", "RestartPreventExitStatus", str(EX_CONFIG)),  # a bad config does not loop
+    # Neither a bad config nor a --workspace that names no workspace is restarted into a loop.
+    ("Service", "RestartPreventExitStatus", f"{EX_CONFIG} {EX_USAGE}"),
     ("Service", "ExecReload", "/bin/kill -HUP $MAINPID"),  # SIGHUP reloads the config
     ("Service", "KillMode", "mixed"),
     ("Service", "TimeoutStopSec", "30s"),
@@ -181,7 +183,7 @@ def test_the_worker_unit_runs_a_worker_on_the_shared_database() -> None:
     assert one(worker, "Service", "Type") == "simple"  # no inbox, no READY=1
     # The database's URL (and its password) from a file of the user's, not from the config.
     assert one(worker, "Service", "EnvironmentFile").startswith("%h/")
-    assert one(worker, "Service", "RestartPreventExitStatus") == str(EX_CONFIG)
+    assert one(worker, "Service", "RestartPreventExitStatus") == f"{EX_CONFIG} {EX_USAGE}"
     assert one(worker, "Service", "Restart") == "on-failure"
 
 

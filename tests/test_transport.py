@@ -589,7 +589,7 @@ def test_a_new_advisor_needs_no_other_edit(
         monkeypatch.delenv(name, raising=False)
     config_path = pigeon_config(tmp_path / "pigeon.toml")
     workspace = tmp_path / "ws"
-    workspace.mkdir()
+    (workspace / "inbox" / "projects").mkdir(parents=True)
     cli = ["--config", str(config_path), "--workspace", str(workspace)]
 
     assert main([*cli, "advisors", "--json"]) == 0

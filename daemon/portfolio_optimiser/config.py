@@ -22,7 +22,15 @@ from .context.frame import FrameRule
 from .context.reference import ReferenceRule
 from .resources import default_config_path, load_schema
 
-__all__ = ["EX_CONFIG", "Config", "ConfigError", "load_config", "parse_config"]
+__all__ = [
+    "EX_CONFIG",
+    "Config",
+    "ConfigError",
+    "effective_settings",
+    "load_config",
+    "overlay",
+    "parse_config",
+]
 
 EX_CONFIG = 78
 
@@ -171,11 +179,76 @@ class Config(_Section):
     daemon: Daemon = Daemon()
     scale: Scale = Scale()
     source: str = ""
+    """The file read over the packaged default (the default's own path when none was)."""
+    overrides: tuple[str, ...] = ()
+    """The key paths that file set (``verdicts.require_signature``): where each value came from."""
 
 
 def load_config(path: Path | None = None) -> Config:
-    """Read and validate a config file (the packaged default when ``path`` is None)."""
-    path = path or default_config_path()
+    """The packaged default, overlaid by ``path`` (a workspace's file names only what it
+    changes): tables merge key by key, any other value (a list of advisors too) is replaced."""
+    default = default_config_path()
+    base = _read(default)
+    if path is None or path.resolve() == default.resolve():
+        return parse_config(base, source=str(default))
+    changes = _read(path)
+    return parse_config(overlay(base, changes), source=str(path), overrides=tuple(_leaves(changes)))
+
+
+def overlay(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` laid over it (pure): a table merges key by key; any other value
+    replaces the base's, a list included. So ``[[advisors]]`` in a file is the whole catalogue:
+    an advisor merged into the packaged ones by its id would be consulted beside advisors the
+    file never named."""
+    merged = dict(base)
+    for key, value in changes.items():
+        before = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            merged[key] = overlay(before, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _leaves(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The key paths a file sets, each table's keys down to its values (an advisor whole)."""
+    found: list[str] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            found += _leaves(value, f"{path}.")
+        else:
+            found.append(path)
+    return found
+
+
+def effective_settings(config: Config) -> list[tuple[str, Any, str]]:
+    """Every setting in effect, as (key path, value, where it came from): the file that set it,
+    else the packaged default. For ``doctor --config``."""
+    data = config.model_dump(mode="json", exclude={"source", "overrides"})
+    return [
+        (path, value, config.source if _set_by(path, config.overrides) else "packaged default")
+        for path, value in _flat(data)
+    ]
+
+
+def _set_by(path: str, overrides: tuple[str, ...]) -> bool:
+    return any(path == o or path.startswith(f"{o}.") or o.startswith(f"{path}.") for o in overrides)
+
+
+def _flat(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    found: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            found += _flat(value, f"{path}.")
+        else:
+            found.append((path, value))
+    return found
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """One TOML file, or the one sentence saying why it cannot be read."""
     shown = str(path)
     try:
         raw = path.read_bytes()
@@ -193,7 +266,7 @@ def load_config(path: Path | None = None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{shown}: is not valid TOML: {exc}; fix that line") from None
-    return parse_config(data, source=shown)
+    return data
 
 
 def _non_finite(data: Any, path: str = "") -> tuple[str, float] | None:
@@ -214,7 +287,10 @@ def _non_finite(data: Any, path: str = "") -> tuple[str, float] | None:
     return None
 
 
-def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
+def parse_config(
+    data: Mapping[str, Any], *, source: str = "config", overrides: tuple[str, ...] = ()
+) -> Config:
+    """A whole configuration, validated (``load_config`` lays a file over the default first)."""
     bad = _non_finite(data)
     if bad:
         raise ConfigError(
@@ -258,7 +334,7 @@ def parse_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
                 f"{source}: advisors[{number}].id: {advisor['id']!r} is declared twice; ids are unique"
             )
         seen.add(advisor["id"])
-    return Config.model_validate({**data, "source": source})
+    return Config.model_validate({**data, "source": source, "overrides": overrides})
 
 
 def _describe(error: ValidationError) -> str:

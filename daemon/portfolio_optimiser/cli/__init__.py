@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import EX_CONFIG, ConfigError
@@ -26,22 +26,40 @@ __all__ = ["build_parser", "main"]
 EX_SOFTWARE = 70
 
 
-def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+SHOW_CONFIG: Final = Path("\0show")
+"""``doctor --config`` without a file: print the effective config (of the workspace's own file)."""
+
+
+def _common(parser: argparse.ArgumentParser, *, suppress: bool, config_shown: bool = False) -> None:
     # Accepted before or after the command name; after it, the default must not clobber before.
+    # None until given: a workspace named on purpose is held to being one (``workspace_arg``).
     default = argparse.SUPPRESS if suppress else None
     parser.add_argument(
         "--workspace",
         type=Path,
-        default=default if suppress else Path(),
+        default=default,
         metavar="DIR",
         help="the workspace folder (default: the current folder)",
     )
+    if config_shown:
+        parser.add_argument(
+            "--config",
+            type=Path,
+            nargs="?",
+            const=SHOW_CONFIG,
+            default=default,
+            metavar="FILE",
+            help="also print the effective config, each value with where it came from (of FILE "
+            "over the packaged default; without FILE, of DIR/config/portfolio-optimiser.toml)",
+        )
+        return
     parser.add_argument(
         "--config",
         type=Path,
         default=default,
         metavar="FILE",
-        help="config file (default: DIR/config/portfolio-optimiser.toml, else the packaged default)",
+        help="the config laid over the packaged default, naming only what it changes (default: "
+        "DIR/config/portfolio-optimiser.toml, where there is one)",
     )
 
 
@@ -61,13 +79,19 @@ def _capabilities(text: str) -> str:
 
 
 def _command(
-    sub: Any, name: str, help: str, handler: Handler, *, json: bool = False
+    sub: Any,
+    name: str,
+    help: str,
+    handler: Handler,
+    *,
+    json: bool = False,
+    config_shown: bool = False,
 ) -> argparse.ArgumentParser:
     """One subcommand: its help, the common options after its name, and its handler."""
     command: argparse.ArgumentParser = sub.add_parser(
         name, help=help, description=f"{help[0].upper()}{help[1:]}."
     )
-    _common(command, suppress=True)
+    _common(command, suppress=True, config_shown=config_shown)
     if json:
         command.add_argument("--json", action="store_true", help="machine-readable output")
     command.set_defaults(handler=handler)
@@ -97,6 +121,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-wait",
         action="store_true",
         help="do not wait for inputs still settling: report them and exit 75 (for cron)",
+    )
+    _command(
+        sub,
+        "init",
+        "make a new workspace: the inbox, outbox and wiki folders, and a config that names only "
+        "what you change",
+        commands.init,
+    ).add_argument(
+        "folder",
+        type=Path,
+        nargs="?",
+        metavar="DIR",
+        help="the new workspace's folder (default: --workspace DIR, else the current folder)",
     )
     demo = _command(
         sub,
@@ -228,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor",
         "check config, folders, permissions, file systems, inotify limits, ledgers, advisors",
         daemon_commands.doctor,
+        config_shown=True,
     )
     _command(
         sub,
@@ -267,34 +305,35 @@ def fail(message: str, code: int) -> int:
     return code
 
 
-_ON_A_WORKSPACE = frozenset(
-    {"run", "once", "status", "explain", "retry", "worker", "recover", "doctor"}
+_ON_A_WORKSPACE: Final = frozenset(
+    {"run", "once", "status", "explain", "retry", "worker", "recover", "doctor", "advisors", "plan"}
 )
+"""Commands that read or write a workspace's inbox, outbox or state: each refuses a folder that
+is not one. The others (``check-bundle``, ``check-verdict``) read a workspace only when given one."""
+_MAKES_A_WORKSPACE: Final = frozenset({"demo", "init"})
 
 
-def _warn_if_source_folder(args: argparse.Namespace) -> None:
-    """The default workspace is the current folder; in the source checkout that is a mistake."""
-    from portfolio_optimiser.invocation import source_checkout
+def _resolve_workspace(args: argparse.Namespace) -> None:
+    """``args.workspace``, the current folder unless given, held to being a workspace where the
+    command needs one (``workspace_arg``): one reading for every command."""
+    from .workspace_arg import workspace_for
 
-    checkout = source_checkout()
-    workspace = getattr(args, "workspace", None)
-    if checkout is None or workspace is None or args.command not in _ON_A_WORKSPACE:
+    given: Path | None = getattr(args, "workspace", None)
+    args.workspace = given if given is not None else Path()
+    args.show_config = getattr(args, "config", None) is not None and args.command == "doctor"
+    if getattr(args, "config", None) == SHOW_CONFIG:
+        args.config = None  # the workspace's own file, as every command reads it
+    if args.command in _MAKES_A_WORKSPACE:
         return
-    if Path(workspace).resolve() == checkout:
-        print(
-            strip_control(
-                f"portfolio-optimiser: warning: the workspace is the source folder ({checkout}), "
-                "not one of yours; give --workspace DIR (the demo's is "
-                "./portfolio-optimiser-demo)"
-            ),
-            file=sys.stderr,
-        )
+    into_inbox = args.command == "import" and args.into is None and args.export is None
+    if given is not None or args.command in _ON_A_WORKSPACE or into_inbox:
+        workspace_for(args.workspace, takes_empty=args.command == "run")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    _warn_if_source_folder(args)
     try:
+        _resolve_workspace(args)
         code: int = args.handler(args)
     except ConfigError as exc:
         return fail(str(exc), EX_CONFIG)

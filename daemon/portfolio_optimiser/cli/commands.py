@@ -7,6 +7,7 @@ import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.config import Config, load_config
@@ -17,11 +18,11 @@ from portfolio_optimiser.context.imports import estimate_in
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
 from portfolio_optimiser.context.render import render_context
 from portfolio_optimiser.context.signature import SignatureRefused
-from portfolio_optimiser.context.verdict import Verdict, parse_verdict
+from portfolio_optimiser.context.verdict import Verdict, decided_in_the_future, parse_verdict
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.outputs.frame_report import decision_date
 
-__all__ = ["check_bundle", "check_verdict", "demo", "resolve_config"]
+__all__ = ["check_bundle", "check_verdict", "config_file", "demo", "init", "resolve_config"]
 
 _DATED = re.compile(r"\d{1,4}[./-]\d{1,2}[./-]\d{1,4}")
 """A date in a decision point, however it is written."""
@@ -35,14 +36,21 @@ def nok(value: float) -> str:
     return f"{value:,.0f}".replace(",", " ")
 
 
-def resolve_config(args: argparse.Namespace) -> Config:
-    """``--config``, else ``<workspace>/config/portfolio-optimiser.toml``, else the packaged default."""
+def config_file(args: argparse.Namespace) -> Path:
+    """The file laid over the packaged default: ``--config``, else the workspace's own
+    ``config/portfolio-optimiser.toml`` (which need not exist: then the default is all of it)."""
     explicit: Path | None = getattr(args, "config", None)
     if explicit is not None:
-        return load_config(explicit)
+        return explicit
     workspace: Path = getattr(args, "workspace", None) or Path()
-    local = workspace / "config" / "portfolio-optimiser.toml"
-    return load_config(local if local.is_file() else None)
+    return workspace / "config" / "portfolio-optimiser.toml"
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """The packaged default overlaid by ``config_file``: every command reads it this one way."""
+    path = config_file(args)
+    given = getattr(args, "config", None) is not None
+    return load_config(path if given or path.is_file() else None)
 
 
 def check_verdict(args: argparse.Namespace) -> int:
@@ -56,6 +64,9 @@ def check_verdict(args: argparse.Namespace) -> int:
         )
         return 1
     verdict = parse_verdict(data, str(path))
+    future = decided_in_the_future(verdict, data, str(path), now=datetime.now(UTC))
+    if future is not None:
+        raise UserError(future)
     unknown = _unknown_candidate(args, verdict.id)
     if unknown:
         print(strip_control(f"portfolio-optimiser: {path}: {unknown}"), file=sys.stderr)
@@ -226,6 +237,54 @@ def check_bundle(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if problems else 0
+
+
+WORKSPACE_CONFIG: Final = """\
+# This workspace's settings. Name only what you change: every other value is the packaged
+# default, which `portfolio-optimiser doctor --config` prints whole, each value with where it
+# came from. The daemon reads this file again when it changes (a bad edit is refused and the
+# settings before it kept; the log and `status` say so). For instance:
+#
+# [verdicts]
+# require_signature = "approvals"   # approvals must be signed (config/allowed_signers)
+#
+# [budget]
+# portfolio_tokens = 2000000
+"""
+
+
+def init(args: argparse.Namespace) -> int:
+    """A new workspace, made on purpose: its folders and a config that overlays the defaults."""
+    from portfolio_optimiser._atomic import publish_text
+    from portfolio_optimiser.daemon.workspace import Workspace
+    from portfolio_optimiser.invocation import command, source_checkout
+
+    from .workspace_arg import is_workspace
+
+    folder: Path = args.folder or args.workspace
+    if folder.resolve() == source_checkout():
+        raise UserError(
+            f"{folder.absolute()} is portfolio-optimiser's source folder; make the workspace "
+            "somewhere of its own, e.g. `init ~/portfolio-optimiser`"
+        )
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder.absolute()} is a file; name a folder for the workspace")
+    existed = is_workspace(folder)
+    workspace = Workspace.at(folder)
+    workspace.ensure()
+    settings = workspace.root / "config" / "portfolio-optimiser.toml"
+    if not settings.exists():
+        publish_text(settings, WORKSPACE_CONFIG)
+    root = workspace.root
+    say(
+        f"{root} was a workspace already; its folders are all there"
+        if existed
+        else f"made a workspace in {root}"
+    )
+    say(f"  drop project bundles into {root / 'inbox' / 'projects'}/")
+    say(f"  its settings: {settings} (names only what you change)")
+    say(f"  start the daemon: {command('run', '--workspace', str(root))}")
+    return 0
 
 
 def demo(args: argparse.Namespace) -> int:

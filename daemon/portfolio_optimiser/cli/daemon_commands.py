@@ -12,17 +12,9 @@ from typing import Any
 
 from portfolio_optimiser.config import ConfigError
 
-from .commands import resolve_config, say
+from .commands import config_file, resolve_config, say
 
 __all__ = ["doctor", "once", "retry", "run"]
-
-
-def _config_path(args: argparse.Namespace) -> Path | None:
-    explicit: Path | None = getattr(args, "config", None)
-    if explicit is not None:
-        return explicit
-    local = args.workspace / "config" / "portfolio-optimiser.toml"
-    return local if local.is_file() else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     service = Service(
         Workspace.at(args.workspace),
-        _config_path(args),
+        config_file(args),
         config,
         log=get_logger("portfolio_optimiser"),
     )
@@ -65,16 +57,50 @@ def once(args: argparse.Namespace) -> int:
     except LockHeld as exc:
         print(f"portfolio-optimiser: {exc}", file=sys.stderr)
         return 1
+    workspace = Workspace.at(args.workspace)
     for result in report.results:
         say(
             f"{result.kind} {result.name}: {result.state}"
             + (f" — {result.message}" if result.message else "")
+            + _where(workspace, result)
         )
     for name in report.pending:
         say(f"{name}: still changing; it will be processed once it has been quiet for a while")
     if not report.results and not report.pending:
-        say("nothing to do: the inbox is empty")
+        say(_nothing_new(workspace))
     return 0 if report.all_defined else 75  # EX_TEMPFAIL: run again later
+
+
+def _shown(workspace: Any, path: Path) -> str:
+    return (
+        str(path.relative_to(workspace.root)) if path.is_relative_to(workspace.root) else str(path)
+    )
+
+
+def _where(workspace: Any, result: Any) -> str:
+    """Where to look: a run's report, a failure's reason, a promoted page."""
+    output: Path | None = result.output
+    if output is None:
+        return ""
+    if result.state == "done" and (output / "report.md").is_file():
+        return f" → {_shown(workspace, output / 'report.md')}"
+    if result.state == "failed" and result.kind == "bundle":
+        return f" → why: {_shown(workspace, output.with_name(output.name + '.error.txt'))}"
+    return f" → {_shown(workspace, output)}"
+
+
+def _nothing_new(workspace: Any) -> str:
+    """What ``once`` says when no input was new: what the inbox holds, counted as ``status``
+    counts it, rather than an "empty" that may not be so."""
+    from portfolio_optimiser.daemon.inbox_count import count_inbox
+
+    counted = count_inbox(workspace)
+    if not counted.bundles and not counted.verdicts and not counted.not_verdicts:
+        return "nothing to do: the inbox is empty"
+    held = [f"{len(counted.verdicts)} verdict file(s) in inbox/verdicts/, each read before"]
+    if counted.reports:
+        held.append(f"{len(counted.reports)} refused (status says why)")
+    return "nothing new to do: " + "; ".join(held)
 
 
 def retry(args: argparse.Namespace) -> int:
@@ -215,7 +241,55 @@ def doctor(args: argparse.Namespace) -> int:
             f"advisor {probe.advisor}: {probe.said}",
         )
     say("all checks passed" if not problems else f"{problems} thing(s) to fix")
+    if args.show_config:
+        _say_effective(config)
     return 0 if not problems else 1
+
+
+def _say_effective(config: Any) -> None:
+    """``doctor --config``: every setting in effect, as TOML, each with where it came from (a
+    database address without its password)."""
+    from portfolio_optimiser.config import effective_settings
+
+    say("")
+    say(f"# the effective config: the packaged default, overlaid by {config.source}")
+    sections: dict[str, list[tuple[str, Any, str]]] = {}
+    for key, value, where in effective_settings(config):
+        section, _, name = key.rpartition(".")
+        sections.setdefault(section, []).append((name, value, where))
+    for section, settings in sections.items():
+        tables = [(n, v, w) for n, v, w in settings if _is_tables(v)]
+        plain = [(n, v, w) for n, v, w in settings if not _is_tables(v)]
+        if plain:
+            say(f"\n[{section}]" if section else "")
+        for name, value, where in plain:
+            say(f"{name} = {_toml(value)}  # {where}")
+        for name, value, where in tables:
+            for entry in value:
+                say(f"\n[[{f'{section}.' if section else ''}{name}]]  # {where}")
+                for field, item in entry.items():
+                    say(f"{field} = {_toml(item)}")
+
+
+def _is_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _toml(value: Any) -> str:
+    import json
+    import re
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return '""'
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, str):
+        value = re.sub(r"(://[^:/@\s]*):[^@/\s]*@", r"\1:***@", value)  # never a password
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _probe_advisors(config: Any, workspace: Any, available: list[str]) -> list[Any]:

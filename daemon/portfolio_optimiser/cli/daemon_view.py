@@ -121,4 +121,5 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         "database": where,
         "executor": stores.executor_id,
         "shared": shared,
+        "config_refused": (last.get("config") or {}).get("refused") if holder or shared else None,
     }

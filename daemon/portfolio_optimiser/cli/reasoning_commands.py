@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from portfolio_optimiser.config import Config
+from portfolio_optimiser.config import Config, ConfigError
+from portfolio_optimiser.daemon.inbox_count import count_inbox, refusal_of
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.invocation import command
 from portfolio_optimiser.pipeline.budget import read_spend
@@ -129,12 +130,38 @@ def plan_preview(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count(folder: Path) -> int:
-    return sum(1 for p in folder.iterdir() if not p.name.startswith(".")) if folder.is_dir() else 0
+def _daemon_kept(workspace: Path) -> str:
+    """What a running daemon made of the config ``status`` could not read."""
+    ws = Workspace.at(workspace)
+    try:
+        last = json.loads(ws.status_file.read_text("utf-8"))
+    except (OSError, ValueError):
+        return ""
+    if last.get("state") != "running" or not (last.get("config") or {}).get("refused"):
+        return ""
+    return "; the daemon refused this edit too and runs on the settings before it"
+
+
+def _say_inbox(inbox: dict[str, Any]) -> None:
+    """What lies in the inbox, as the daemon's filter sees it (``count_inbox``)."""
+    signed = f", {inbox['signatures']} signature(s)" if inbox["signatures"] else ""
+    say(
+        f"inbox: {inbox['projects']} project(s) waiting; inbox/verdicts/ holds "
+        f"{inbox['verdicts']} verdict file(s){signed}"
+    )
+    for name in inbox["not_taken"]:
+        say(f"  {name}: not a bundle the inbox takes; the next run sets it aside in outbox/failed/")
+    for item in inbox["refused_verdicts"]:
+        say(f"  refused {item['file']}: {item['why']} (inbox/verdicts/{item['file']}.error.txt)")
+    for name in inbox["not_verdicts"]:
+        say(f"  {name}: not a verdict file; the next run writes why beside it")
 
 
 def status(args: argparse.Namespace) -> int:
-    _config, store, ctx = _context(args)
+    try:
+        _config, store, ctx = _context(args)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}{_daemon_kept(args.workspace)}") from None
     loaded = store.load()
     states = availability_now(loaded, ctx)
     if args.task and args.task not in tasks_of(loaded):
@@ -147,9 +174,16 @@ def status(args: argparse.Namespace) -> int:
     chosen = [args.task] if args.task else tasks_of(loaded)
     statuses = [task_status(loaded, t) for t in chosen]
     workspace: Path = args.workspace
+    ws = Workspace.at(workspace)
+    counted = count_inbox(ws)
+    refused = [{"file": name, "why": refusal_of(ws, name)} for name in counted.reports]
     inbox = {
-        "projects": _count(workspace / "inbox" / "projects"),
-        "verdicts": _count(workspace / "inbox" / "verdicts"),
+        "projects": len(counted.bundles),
+        "not_taken": counted.not_taken,
+        "verdicts": len(counted.verdicts),
+        "signatures": counted.signatures,
+        "refused_verdicts": refused,
+        "not_verdicts": [n for n in counted.not_verdicts if n not in counted.reports],
     }
     available = sum(1 for s in states if s.available)
     spend_path = workspace / "outbox" / "spend.json"
@@ -192,8 +226,10 @@ def status(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    ws = Workspace.at(workspace)
     say(f"workspace {workspace}: daemon {daemon['state']}; {daemon['runs']} run(s) in outbox/runs/")
+    if daemon["config_refused"]:
+        say(f"config: the daemon refused the last edit and runs on the settings before it: "
+            f"{daemon['config_refused']}")  # fmt: skip
     awaiting = daemon["awaiting"]
     waiting_ids = sum(len(a["ids"]) for a in awaiting)
     if awaiting:
@@ -212,10 +248,7 @@ def status(args: argparse.Namespace) -> int:
     say(f"running now: {len(running) or 'nothing'}")
     for job in running:
         say(f"  {job['bundle']}: past {job['stage']} (run {job['run']})")
-    say(
-        f"inbox: {inbox['projects']} project(s) waiting; inbox/verdicts/ holds "
-        f"{inbox['verdicts']} verdict file(s)"
-    )
+    _say_inbox(inbox)
     for name, reason in daemon["waiting"].items():
         say(f"  {name}: {reason}")
     if daemon["shared"] is not None:

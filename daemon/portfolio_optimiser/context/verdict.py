@@ -23,7 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from portfolio_optimiser.errors import UserError
 from portfolio_optimiser.resources import load_schema
 
-__all__ = ["APPROVING", "Decision", "Verdict", "VerdictError", "parse_verdict"]
+__all__ = [
+    "APPROVING",
+    "CLOCK_SKEW_S",
+    "Decision",
+    "Verdict",
+    "VerdictError",
+    "decided_in_the_future",
+    "parse_verdict",
+]
 
 
 class Decision(StrEnum):
@@ -133,6 +141,37 @@ def _parsed(data: bytes, source: str) -> Verdict:
 
 
 MAX_VERDICT_BYTES = 256 * 1024
+
+CLOCK_SKEW_S = 600.0
+"""How far ahead of this machine's clock a ``decided_at`` may lie: another machine's clock."""
+
+
+def decided_in_the_future(
+    verdict: Verdict, data: bytes, source: str, *, now: datetime
+) -> str | None:
+    """The sentence refusing a ``decided_at`` later than ``now`` (beyond clock skew), or None.
+
+    Apart from :func:`parse_verdict`, which is a function of the bytes alone: this one is of the
+    moment it is read. A time without an offset is this machine's local time, as the expert's
+    editor most likely wrote it."""
+    if not verdict.decided_at:
+        return None
+    moment = datetime.fromisoformat(verdict.decided_at.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    ahead_s = (moment - now).total_seconds()
+    if ahead_s <= CLOCK_SKEW_S:
+        return None
+    text = data.decode("utf-8", "replace").removeprefix("\ufeff")
+    line = _top_level_key_lines(text).get("decided_at", [1])[0]
+    hours = ahead_s / 3600
+    ahead = f"{hours:.0f} hours" if hours >= 1.5 else f"{ahead_s / 60:.0f} minutes"
+    shown = now.astimezone(moment.tzinfo).replace(microsecond=0).isoformat()
+    return (
+        f"{source} line {line}, field decided_at: {verdict.decided_at!r} lies {ahead} in the "
+        f"future (it is {shown.replace('+00:00', 'Z')} now); write when you decided, or leave "
+        "the field out"
+    )
 
 
 @functools.cache

@@ -26,6 +26,7 @@ from portfolio_optimiser.reasoning.redaction import safe_text
 from .archive import extract_bundle, import_folder
 from .claim import ClaimError, content_digest, original_name, release
 from .decide import ClaimView
+from .filters import InboxFilter
 from .host import iso
 from .job import Job, Stage
 from .ledger import Ledger, next_backoff_s
@@ -192,6 +193,9 @@ def take_claim(
     """A claimed input with its run identity, or what became of it when it has none (it cannot
     be read, is too large, or is not a bundle)."""
     name = name or original_name(claimed)
+    not_taken = InboxFilter().not_taken(claimed, name=name)
+    if not_taken is not None:  # a PDF, a symlink: set aside unread, with what the inbox takes
+        return _left(floor, claimed, set_aside(floor, claimed, name, None, not_taken, fix=False))
     try:
         content = content_digest(claimed)
     except ClaimError as exc:  # a symlink, a pipe or a device inside the bundle
@@ -250,8 +254,16 @@ def costed(
 
 
 def set_aside(
-    floor: Floor, claimed: Path, name: str, digest: str | None, sentence: str
+    floor: Floor,
+    claimed: Path,
+    name: str,
+    digest: str | None,
+    sentence: str,
+    *,
+    fix: bool = True,
 ) -> ItemResult:
+    """Into outbox/failed/ with its report. ``fix``: a bundle to correct and retry; else an
+    input of a kind the inbox does not take, for which retrying changes nothing."""
     ledger, workspace = floor.ledger, floor.workspace
     # The user knows the bundle by its inbox name, not by where the daemon claimed it.
     sentence = (
@@ -269,14 +281,14 @@ def set_aside(
     destination = release(claimed, workspace.failed / name)
     report = destination.with_name(destination.name + ".error.txt")
     where = destination.relative_to(workspace.root)
-    publish_text(
-        report,
-        safe_text(
-            f"{sentence}\n\nWhat to do: fix the bundle (it is in {where}), then run\n"
-            f"    portfolio-optimiser retry {destination.name}\n"
-            "or drop the corrected folder into inbox/projects/ again.\n"
-        ),
+    todo = (
+        f"What to do: fix the bundle (it is in {where}), then run\n"
+        f"    portfolio-optimiser retry {destination.name}\n"
+        "or drop the corrected folder into inbox/projects/ again.\n"
+        if fix
+        else f"It is kept in {where}; delete it there once you no longer need it.\n"
     )
+    publish_text(report, safe_text(f"{sentence}\n\n{todo}"))
     if digest is not None:
         if ledger.get(digest) is None:
             ledger.begin(digest, kind="bundle", name=name, now=floor.now())

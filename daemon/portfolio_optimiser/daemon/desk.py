@@ -214,6 +214,7 @@ class JobDesk:
             candidates=len(summary.candidates),
             budget_stop=summary.budget_stop,
             outputs=str(folder),
+            report=str(folder / "report.md"),
         )
         kind = "rerun" if job.rerun else "bundle"
         return ItemResult(job.name, kind, "done", f"{len(summary.candidates)} candidates", folder)

@@ -26,7 +26,7 @@ from .ledger import Ledger
 from .outcomes import ItemResult
 from .signing import Signing, signed_verdict
 from .stability import StabilityTracker, snapshot
-from .verdicts import VerdictState, ingest_verdict
+from .verdicts import VerdictState, ingest_verdict, report_verdict_problem
 from .workspace import Workspace
 
 __all__ = ["Intake"]
@@ -53,6 +53,10 @@ class Intake:
         self.verdicts = StabilityTracker(config.daemon.verdict_quiet_seconds)
         self.signing = Signing(config.verdicts.require_signature, workspace.root / "config")
 
+    def adopt_verdict_policy(self, config: Config) -> None:
+        self.config = self.config.model_copy(update={"verdicts": config.verdicts})
+        self.signing = Signing(config.verdicts.require_signature, self.workspace.root / "config")
+
     @functools.cached_property
     def _admission(self) -> Admission:
         """Built at the first verdict, not at start-up, and then once (the environment is read at
@@ -74,15 +78,15 @@ class Intake:
             if signed is not None and not self.filter.is_junk(entry.name):
                 entry = signed  # a signature made or changed: its verdict is looked at again
             if not self.filter.is_verdict_candidate(entry):
-                return None
+                return self._not_a_verdict(entry)
             result = self.verdict(entry, quiet=False)  # valid bytes are complete at once
             if result.state == VerdictState.NOT_READY.value:
                 self.verdicts.observe(entry, snapshot(entry), now=now)
                 return None
             self.verdicts.forget(entry)
             return None if result.state == VerdictState.ALREADY.value else result
-        if not self.filter.is_bundle_candidate(entry):
-            return None
+        if not self.filter.is_bundle_candidate(entry) and self.filter.not_taken(entry) is None:
+            return None  # junk, or gone; what the inbox does not take is claimed and set aside
         try:
             shot = snapshot(entry)
         except OSError:
@@ -94,6 +98,17 @@ class Intake:
         else:
             self.bundles.observe(entry, shot, now=now)
         return None
+
+    def _not_a_verdict(self, entry: Path) -> ItemResult | None:
+        """A file in inbox/verdicts/ that is no verdict: the sentence beside it (an expert's
+        file is never moved), written and logged once."""
+        sentence = self.filter.not_taken(entry, verdicts=True)
+        if sentence is None:
+            return None
+        if not report_verdict_problem(entry, sentence, now_iso=iso(self.clock())):
+            return None  # reported before, in these words
+        self.log.warning("not a verdict", file=entry.name, problem=sentence)
+        return ItemResult(entry.name, "verdict", VerdictState.REPORTED.value, sentence)
 
     def scan(self) -> list[ItemResult]:
         """Look at every top-level entry: events are hints, the disk is the truth."""

@@ -268,6 +268,15 @@ def settled(job: Job, ctx: JobContext) -> Job:
         )
         if not job.rerun:
             _settle_input(job, ctx)
+    # On whichever machine ran it (a worker's log says which jobs it ran, and where they went).
+    ctx.log.info(
+        "job settled",
+        bundle=job.name,
+        project=summary.project_id,
+        run=job.run_id,
+        candidates=len(summary.candidates),
+        report=str(folder / "report.md"),
+    )
     ctx.fault("after-settle")
     return job.at(Stage.SETTLED)
 

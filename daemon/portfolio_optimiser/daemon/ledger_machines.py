@@ -48,20 +48,34 @@ class LedgerMachines:
         self._db = db
         self._shared = shared
 
-    def hold_intake(self) -> None:
-        """This daemon takes in the inbox; a second daemon on the same database is refused (its
-        machine adds a worker instead)."""
+    def hold_intake(self, workspace: str, *, now: str) -> None:
+        """This daemon takes in ``workspace``'s inbox; a second daemon on the same database is
+        refused, told whether it is on the same workspace (its machine adds a worker instead) or
+        on another one (which needs a database of its own: one database is one portfolio)."""
         if not self._shared:
             return
         row = self._db.one("SELECT pg_try_advisory_lock(?)", (INTAKE_LOCK,))
         if not (row and row[0]):
             intake = [m for m in self.all() if m.role == "daemon" and m.alive]
             who = f" (on {intake[0].host}, pid {intake[0].pid})" if intake else ""
+            served = self._db.one("SELECT workspace FROM intake WHERE one = 1")
+            if served is not None and served[0] != workspace:
+                raise LedgerError(
+                    f"the database {self._db.where} is the ledger of the workspace {served[0]}, "
+                    f"whose daemon runs{who}; this workspace ({workspace}) needs a database of "
+                    "its own (one database holds one portfolio): create one and point this "
+                    "daemon's PORTFOLIO_OPTIMISER_DATABASE_URL at it"
+                )
             raise LedgerError(
                 f"another daemon already takes in this workspace's inbox{who} through the "
                 f"shared ledger; on this machine start `portfolio-optimiser worker` "
                 "instead, which shares its jobs"
             )
+        self._db.write(
+            "INSERT INTO intake (one, workspace, since) VALUES (1, ?, ?) ON CONFLICT (one) DO "
+            "UPDATE SET workspace = excluded.workspace, since = excluded.since",
+            (workspace, now),
+        )
 
     def hold_executor(self, executor: str, *, role: str, host: str, pid: int, now: str) -> None:
         """This process is ``executor`` until it ends: DBOS recovers that executor's jobs here,

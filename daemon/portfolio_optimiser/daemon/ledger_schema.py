@@ -25,6 +25,8 @@ class LedgerError(UserError):
 
 
 # Bumped when the tables change shape; a ledger from a newer daemon is refused, not guessed at.
+# A table added beside the others (``intake``) is not a change of shape: an older daemon never
+# reads it, and refusing its ledger for it would stop an upgrade machine by machine.
 SCHEMA_VERSION: Final = 8
 
 _SCHEMA: Final = """
@@ -126,6 +128,11 @@ CREATE TABLE IF NOT EXISTS reservations (
     identity TEXT PRIMARY KEY,
     tokens INTEGER NOT NULL,
     reserved_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS intake (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    workspace TEXT NOT NULL,
+    since TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS machines (
     executor TEXT PRIMARY KEY,

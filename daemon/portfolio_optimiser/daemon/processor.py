@@ -99,9 +99,15 @@ class Processor:
         self.desk.rebuild_references()
         self.portfolio.publish_pages()
 
-    def reload(self, config: Config) -> None:
-        """A new config (SIGHUP): what the processor still owes and knows carries over — a
-        pending recovery, the history ``status.json`` shows, the bundles waiting for budget."""
+    def reload(self, config: Config, *, verdicts_only: bool = False) -> None:
+        """A new config (SIGHUP, or its file changed): what the processor still owes and knows
+        carries over — a pending recovery, the history ``status.json`` shows, the bundles waiting
+        for budget. ``verdicts_only``: while a run is in hand, only who may approve
+        (``[verdicts]``) changes, for the very next verdict read; the rest waits for the run."""
+        if verdicts_only:
+            with self._verdicts:
+                self.intake.adopt_verdict_policy(config)
+            return
         old, intake = self.desk, self.intake
         with self._verdicts:
             self._build(config, waiting=self.waiting)

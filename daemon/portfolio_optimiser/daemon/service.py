@@ -22,16 +22,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
-from portfolio_optimiser.config import Config, ConfigError, load_config
+from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.run import ClientFactory, default_client_factory
-from portfolio_optimiser.reasoning.environment import admission_for
 
+from .config_watch import ConfigWatch, changes
 from .db import database_unavailable
 from .host import iso
 from .ledger import Ledger
@@ -111,8 +110,12 @@ class Service:
         tick_s: float = 0.5,
     ) -> None:
         self.workspace = workspace
-        self.config_path = config_path
         self.config = config
+        self.config_watch = ConfigWatch(config_path, log=log, clock=clock)
+        folder = config_path.parent if config_path else workspace.root / "config"
+        self._config_dir = folder.absolute()
+        """The file laid over the packaged default (it may not exist yet): read again when it
+        changes, as on SIGHUP."""
         self.log = log
         self.notifier = notifier or Notifier()
         self.clock = clock
@@ -189,7 +192,10 @@ class Service:
     def _start(self, processor: Processor) -> _Loop:
         ws = self.workspace
         polling, why = self._polling()
-        watcher = InboxWatcher([ws.inbox_projects, ws.inbox_verdicts], self.hints, polling=polling)
+        # The config folder's hints only wake the loop (``_keep`` drops them): an edit is seen now.
+        watched = [ws.inbox_projects, ws.inbox_verdicts]
+        watched += [self._config_dir] if self._config_dir.is_dir() else []
+        watcher = InboxWatcher(watched, self.hints, polling=polling)
         watcher.start()
         self.log.info(
             "daemon started",
@@ -209,7 +215,7 @@ class Service:
     def _take_work(self, processor: Processor, loop: _Loop) -> None:
         """Hints and a rescan now and then; what is ready goes to the processing thread (while
         it works, hints queue up and the processor is its)."""
-        if self.reload.is_set():
+        if self.config_watch.moved() or self.reload.is_set():
             self.reload.clear()
             self._reload(processor)
         self._drain(processor)
@@ -254,6 +260,7 @@ class Service:
             processor.pending(),
             tuple(processor.waiting.items()),
             loop.idle,
+            self.config_watch.problem,
             int(now // STATUS_REFRESH_S),  # refreshed now and then for `retry` from a shell
         )
         held = not self.hints.empty() and now - loop.said_at < STATUS_HELD_AT_MOST_S
@@ -298,6 +305,9 @@ class Service:
             loop.active_at = self.monotonic()
             self._keep(hint)
         if not loop.idle:
+            if self.config_watch.moved():  # who may approve applies to the next verdict read
+                self.reload.set()  # the rest once the run in hand has ended
+                self._reload(processor, verdicts_only=True)
             verdicts = self.workspace.inbox_verdicts
             for entry in [e for e in self._early if e.parent == verdicts]:
                 processor.observe(entry, moved_in=self._early.pop(entry))
@@ -328,7 +338,9 @@ class Service:
 
     def _publish_status(self, processor: Processor, state: str, method: str) -> None:
         """status.json, rewritten only when what it says has changed."""
-        text = status_text(processor, pid_state=state, method=method)
+        text = status_text(
+            processor, pid_state=state, method=method, config_problem=self.config_watch.problem
+        )
         if text != self._last_status:
             publish_text(self.workspace.status_file, text)
             self._last_status = text
@@ -353,30 +365,28 @@ class Service:
     def _keep(self, hint: Hint | None = None, *, limit: int = 10_000) -> None:
         """``hint``, and the hints queued since, a bounded number: each entry kept once."""
         for _ in range(limit):
-            if hint is not None:
+            if hint is not None and hint.entry.parent != self._config_dir:
                 self._early[hint.entry] = self._early.get(hint.entry, False) or hint.moved_in
             try:
                 hint = self.hints.get_nowait()
             except queue.Empty:
                 break
 
-    def _reload(self, processor: Processor) -> None:
-        self.notifier.reloading()
-        try:
-            config = load_config(self.config_path)
-            admission_for(config, now=datetime.now(UTC))
-        except ConfigError as exc:
-            self.log.error("config reload refused; keeping the running config", problem=str(exc))
+    def _reload(self, processor: Processor, *, verdicts_only: bool = False) -> None:
+        """The config read again; ``verdicts_only`` while a run is in hand: only who may
+        approve is applied now, for the next verdict read (``Processor.reload``)."""
+        if not verdicts_only:
+            self.notifier.reloading()
+        config = self.config_watch.load(self.config)
+        if config is None or (verdicts_only and config.verdicts == self.config.verdicts):
             return
-        if stores_for(config) != stores_for(self.config):
-            # The ledger's connection and DBOS's database must move together: a restart does.
-            self.log.error(
-                "config reload refused; keeping the running config",
-                problem="[scale] changed: restart the daemon to move its databases",
-            )
+        changed = changes(self.config, config)
+        if verdicts_only:
+            processor.reload(config, verdicts_only=True)
+            self.log.info("verdict policy applied", changed=changed)
             return
         self.config = config
-        self.log.info("config reloaded", config=config.source)
+        self.log.info("config reloaded", config=config.source, changed=changed or "nothing")
         processor.reload(config)
 
     def _status(self, processor: Processor, watcher: InboxWatcher, *, busy: bool = False) -> str:

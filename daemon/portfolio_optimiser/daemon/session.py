@@ -57,7 +57,7 @@ def opened(
         ledger = open_ledger(workspace, config, environ)
         processor: Processor | None = None
         try:
-            hold_as(ledger, stores, role="daemon", now=iso(clock()))
+            hold_as(ledger, stores, workspace, role="daemon", now=iso(clock()))
             processor = Processor(workspace, config, ledger, clock, log, client_factory, environ)
             processor.recovery_due = True
             yield processor
@@ -69,11 +69,14 @@ def opened(
                 ledger.close()
 
 
-def status_text(processor: Processor, *, pid_state: str, method: str = "") -> str:
+def status_text(
+    processor: Processor, *, pid_state: str, method: str = "", config_problem: str | None = None
+) -> str:
     return (
         json.dumps(
             {
                 "state": pid_state,
+                "config": {"source": processor.config.source, "refused": config_problem},
                 "pid": os.getpid(),
                 "watch": method,
                 "pending": processor.pending(),

@@ -24,7 +24,12 @@ from typing import Any
 
 from portfolio_optimiser._atomic import publish_text, published_together
 from portfolio_optimiser.context.signature import Proof, SignatureRefused
-from portfolio_optimiser.context.verdict import Verdict, VerdictError, parse_verdict
+from portfolio_optimiser.context.verdict import (
+    Verdict,
+    VerdictError,
+    decided_in_the_future,
+    parse_verdict,
+)
 from portfolio_optimiser.learning.promotion import (
     PromotionRefused,
     promote_verdict,
@@ -54,7 +59,14 @@ from .ledger import Ledger
 from .ledger_records import SignatureRow
 from .signing import Signing, signature_path
 
-__all__ = ["REPORT_SUFFIX", "VerdictOutcome", "VerdictState", "ingest_verdict", "report_path"]
+__all__ = [
+    "REPORT_SUFFIX",
+    "VerdictOutcome",
+    "VerdictState",
+    "ingest_verdict",
+    "report_path",
+    "report_verdict_problem",
+]
 
 REPORT_SUFFIX = ".error.txt"
 APPROVALS = frozenset({"approved", "approved_with_adjustment"})
@@ -94,6 +106,18 @@ def _report(verdict_file: Path, sentence: str, *, now_iso: str) -> None:
         f"{safe_text(sentence)}\n\nFix the file and save it again; this report disappears once the verdict is read.\n"
         f"(checked {now_iso})\n",
     )
+
+
+def report_verdict_problem(verdict_file: Path, sentence: str, *, now_iso: str) -> bool:
+    """The report beside a file of inbox/verdicts/ that cannot be taken in, unless one in these
+    words is there already; whether it was written."""
+    try:
+        if report_path(verdict_file).read_text("utf-8").startswith(safe_text(sentence) + "\n"):
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    _report(verdict_file, sentence, now_iso=now_iso)
+    return True
 
 
 def ingest_verdict(
@@ -152,6 +176,13 @@ def ingest_verdict(
         _report(path, str(exc), now_iso=now_iso)
         _failed(ledger, digest, path, str(exc), now_iso)
         return VerdictOutcome(VerdictState.REPORTED, str(exc))
+    future = decided_in_the_future(
+        verdict, data, path.name, now=datetime.fromisoformat(now_iso.replace("Z", "+00:00"))
+    )
+    if future is not None:
+        _report(path, future, now_iso=now_iso)
+        _failed(ledger, digest, path, future, now_iso)
+        return VerdictOutcome(VerdictState.REPORTED, future, verdict.id)
     candidate = ledger.records.candidate(verdict.id)
     if candidate is None:
         sentence = (

@@ -115,7 +115,7 @@ def _serve(
     host: RunHost | None = None
     engine: JobEngine | None = None
     try:
-        hold_as(ledger, stores, role="worker", now=iso(clock()))
+        hold_as(ledger, stores, workspace, role="worker", now=iso(clock()))
         steps = ledger.reopen()
         # The process's one portfolio and reasoning store, for the jobs it runs.
         portfolio = Portfolio.of(workspace, config, steps, log)

@@ -143,6 +143,9 @@ def _summary(result: RunResult, red: Redactor) -> str:
         parts.append(f"No model's proposal was used: {_md(red.text(result.local_because, 'why'))}.")
     stop = _STOP_REASONS.get(result.stop_reason, _md(red.text(result.stop_reason, "stop reason")))
     parts.append(f"The run ended because {stop}.")
+    if result.none_because:
+        why = "; ".join(_md(red.text(reason, "why no candidate")) for reason in result.none_because)
+        parts.append(f"It found none because {why}.")
     if result.budget_stop:
         cap = _md(red.text(result.budget_stop, "the budget stop"))
         parts.append(f"A budget cap ended the run early ({cap}); some candidates may be missing.")

@@ -130,6 +130,8 @@ class RunResult(BaseModel):
     frame: Frame | None = None
     """The uncertainty frame (P50, P85, each candidate's effect on them), for a project whose
     lines carry triple estimates."""
+    none_because: tuple[str, ...] = ()
+    """Why no candidate was found, one sentence per source of them (``why_none``)."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each line a candidate touches stands in the planner's own file, for an imported
     estimate: code → ``kalkyle.xlsx, sheet 'Bygg', row 14``."""

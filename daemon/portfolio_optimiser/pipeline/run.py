@@ -41,6 +41,7 @@ from .state import (
     default_client_factory,
     materiality_of,
 )
+from .why_none import why_none
 
 __all__ = [
     "ClientFactory",
@@ -176,6 +177,16 @@ async def run_project(
         hypothesis_prompts=tuple(run.prompts),
         models=tuple(dict.fromkeys(run.models)),
         notes=tuple(run.notes),
+        none_because=(
+            ()
+            if shown
+            else why_none(
+                project,
+                run.references,
+                verdicts.approved(),
+                others=len([p for p in run.portfolio if p != project.id]),
+            )
+        ),
     )
 
 

@@ -36,6 +36,14 @@ class NumberFormat:
         mark = "decimal comma" if self.decimal == "," else "decimal point"
         return f"{mark} ({self.why})"
 
+    def show(self, value: Decimal) -> str:
+        """``value`` as this file writes its figures (``10 290 000,00`` in a decimal-comma file),
+        so that a problem quotes the figure the planner sees, not ``10290000.00``."""
+        whole, _, decimals = f"{value:f}".partition(".")
+        sign, digits = ("-", whole[1:]) if whole.startswith("-") else ("", whole)
+        grouped = f"{int(digits):,}".replace(",", " ") if digits else "0"
+        return sign + grouped + (f"{self.decimal}{decimals}" if decimals else "")
+
 
 def _clean(text: str) -> str:
     plain = _CURRENCY.sub("", text.translate(_MINUS)).strip()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -96,6 +96,7 @@ def sum_problem(
     amount: Decimal | None,
     *,
     sum_rounding: Decimal,
+    show: Callable[[Decimal], str] = str,
 ) -> Problem | None:
     """The problem of a sum that quantity × unit price does not give beyond rounding, or None.
 
@@ -109,8 +110,8 @@ def sum_problem(
     return Problem(
         origin,
         field,
-        f"the sum {amount} is not {quantity} × {unit_price} = {product}; correct the sum, the "
-        "quantity or the unit price",
+        f"the sum {show(amount)} is not {show(quantity)} × {show(unit_price)} = "
+        f"{show(product)}; correct the sum, the quantity or the unit price",
     )
 
 

@@ -257,7 +257,7 @@ def _post(
             Problem(
                 origin,
                 where("unit"),
-                f"a quantity ({quantity}) without a unit; write it (m2, m, stk…)",
+                f"a quantity ({fmt.show(quantity)}) without a unit; write it (m2, m, stk…)",
             )
         )
     low, likely, high = (
@@ -266,7 +266,13 @@ def _post(
     problems += _triple_problems(origin, where, low, likely, high, amount)
     # Spreadsheets often show sums in whole kroner.
     wrong = sum_problem(
-        origin, where("amount"), quantity, unit_price, amount, sum_rounding=Decimal("0.5")
+        origin,
+        where("amount"),
+        quantity,
+        unit_price,
+        amount,
+        sum_rounding=Decimal("0.5"),
+        show=fmt.show,
     )
     if wrong is not None:
         problems.append(wrong)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from portfolio_optimiser.context.models import CostLine, Project
+from portfolio_optimiser.context.models import CostLine, LearnedRate, Project
 from portfolio_optimiser.context.verdict import Decision
 from portfolio_optimiser.learning import LearnedVerdict
 from portfolio_optimiser.learning.verdict_store import CandidateKey
@@ -50,7 +50,17 @@ def test_a_per_unit_saving_is_carried_per_unit_times_the_realisation() -> None:
     large = project("large", "02.3", 20_000_000, 2500, "m²")
     [learned] = learned_candidates(large, [approval("small", "02.3", 100_000)], {"small": small})
     assert learned.claimed_saving_nok == 200_000  # 100 × 0.8 × 2500
-    assert "per m2" in learned.rationale and learned.origin == "verdict:c-0123456789abcdef"
+    assert learned.origin == "verdict:c-0123456789abcdef"
+    # The working the report shows: 100 000 NOK over 1 000 m2 there, × 2 500 m2 here × 0.8.
+    assert learned.learned_rate == LearnedRate(
+        project_id="small",
+        saving_nok=100_000,
+        basis_there=1000,
+        basis_here=2500,
+        unit="m2",
+        realisation=0.8,
+    )
+    assert "quantity in m2" in learned.rationale and learned.rationale.endswith(".")
 
 
 @pytest.mark.loadbearing
@@ -61,6 +71,9 @@ def test_a_lump_sum_saving_is_carried_as_a_share_of_what_it_affected() -> None:
         large, [approval("small", "01", 50_000, rate=None)], {"small": small}
     )
     assert learned.claimed_saving_nok == 160_000  # 5 % of 3 300 000 = 165 000, two figures down
+    assert learned.learned_rate == LearnedRate(
+        project_id="small", saving_nok=50_000, basis_there=1_000_000, basis_here=3_300_000
+    )  # no unit: a share of the cost; no realisation given
 
 
 def test_different_units_fall_back_to_the_share() -> None:

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Accepted", "Decision", "Receipt", "Rejected", "Rule", "RuleCheck", "RuleOutcome"]
+__all__ = [
+    "RECOMPUTED_SAVING",
+    "Accepted",
+    "Decision",
+    "Receipt",
+    "Rejected",
+    "Rule",
+    "RuleCheck",
+    "RuleOutcome",
+    "line_recomputed",
+]
+
+RECOMPUTED_SAVING: Final = "recomputed_saving_nok"
+"""The ``arithmetic`` figure given exactly when the saving itself was recomputed (quantity × unit
+price): a passed check without it had nothing to recompute the saving from, and says so."""
+
+
+def line_recomputed(code: str) -> str:
+    """The ``arithmetic`` figure of cost line ``code``'s own quantity × unit price."""
+    return f"line_{code}_recomputed_nok"
 
 
 class Rule(StrEnum):
@@ -39,6 +58,11 @@ class RuleCheck(_Frozen):
     detail: str
     figures: dict[str, str] = Field(default_factory=dict)
     """Recomputed numbers, as decimal strings, so a reader can redo the check by hand."""
+
+    @property
+    def recomputed_saving(self) -> bool:
+        """Whether this check recomputed the claimed saving itself, not only the lines."""
+        return self.rule is Rule.ARITHMETIC and RECOMPUTED_SAVING in self.figures
 
 
 class Receipt(_Frozen):

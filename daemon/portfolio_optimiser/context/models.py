@@ -24,6 +24,7 @@ __all__ = [
     "REFERENCE_PRICE",
     "Candidate",
     "CostLine",
+    "LearnedRate",
     "MeasureOption",
     "Outcome",
     "Project",
@@ -305,6 +306,21 @@ def mint_candidate_id(
     return "c-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
+class LearnedRate(_IR):
+    """How a measure approved in another project was carried here, so its working can be shown:
+    ``saving_nok / basis_there × basis_here × realisation``, rounded down to two figures."""
+
+    project_id: str
+    saving_nok: Money
+    """The saving approved there (the adjusted one, where the expert adjusted it)."""
+    basis_there: Money
+    basis_here: Money
+    unit: str | None = None
+    """The unit both bases are quantities in; None: both are the affected lines' cost in NOK."""
+    realisation: float | None = None
+    """The realisation rate the expert gave; None: none given, so taken as 1."""
+
+
 class Candidate(_IR):
     """A proposed savings measure for one project, before any falsifier has looked at it."""
 
@@ -330,6 +346,8 @@ class Candidate(_IR):
     claimed_delta_p50_nok: Money | None = None
     """What its source says it does to P50, adopted now: a claim the validator reproduces."""
     claimed_delta_p85_nok: Money | None = None
+    learned_rate: LearnedRate | None = None
+    """How a measure learned from a verdict (``origin`` ``verdict:``) was carried here."""
 
     @model_validator(mode="before")
     @classmethod

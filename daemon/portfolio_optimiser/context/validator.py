@@ -26,7 +26,17 @@ from decimal import Context, Decimal, localcontext
 from urllib.parse import unquote
 
 from ._allocation import assignable
-from .decisions import Accepted, Decision, Receipt, Rejected, Rule, RuleCheck, RuleOutcome
+from .decisions import (
+    RECOMPUTED_SAVING,
+    Accepted,
+    Decision,
+    Receipt,
+    Rejected,
+    Rule,
+    RuleCheck,
+    RuleOutcome,
+    line_recomputed,
+)
 from .frame import DEFAULT_RULE, FrameRule, candidate_delta
 from .models import Candidate, Money, Project
 from .reference import LINK_PREFIX, ProjectReferences, check_reference
@@ -267,7 +277,7 @@ def _arithmetic(candidate: Candidate, codes: tuple[str, ...], project: Project) 
         if line is None or line.quantity is None or line.unit_price_nok is None:
             continue
         product = _dec(line.quantity) * _dec(line.unit_price_nok)
-        figures[f"line_{code}_recomputed_nok"] = _nok(product)
+        figures[line_recomputed(code)] = _nok(product)
         if abs(product - _dec(line.amount_nok)) > line_tolerance(line.quantity):
             return _failed(
                 Rule.ARITHMETIC,
@@ -278,7 +288,7 @@ def _arithmetic(candidate: Candidate, codes: tuple[str, ...], project: Project) 
             )
     if candidate.quantity is not None and candidate.unit_price_nok is not None:
         product = _dec(candidate.quantity) * _dec(candidate.unit_price_nok)
-        figures["recomputed_saving_nok"] = _nok(product)
+        figures[RECOMPUTED_SAVING] = _nok(product)
         figures["claimed_saving_nok"] = candidate.saving_literal
         if abs(product - _dec(candidate.claimed_saving_nok)) > ARITHMETIC_TOLERANCE_NOK:
             return _failed(

@@ -77,6 +77,11 @@ def _complete_key(verdict: Verdict, key: CandidateKey | None) -> CandidateKey:
     return key
 
 
+def _decide_by(verdict: Verdict) -> str | None:
+    found = (verdict.candidate or {}).get("decide_by")
+    return found if isinstance(found, str) and found.strip() else None
+
+
 def promote_verdict(
     verdict: Verdict,
     *,
@@ -101,6 +106,7 @@ def promote_verdict(
     if not run_id.strip():
         raise ValueError("run_id is empty; pass the id of the run whose candidate was judged")
     key = _complete_key(verdict, key)
+    decide_by = _decide_by(verdict)
     frontmatter: dict[str, Any] = {
         "type": "verdict",
         "title": f"Verdict {verdict.id}",  # neutral: the signal is in the body only
@@ -115,6 +121,9 @@ def promote_verdict(
         "measure_type": key.measure_type,
         "claimed_saving_nok": key.saving_literal,  # the literal as written, never normalised
         **({"unit": key.unit} if key.unit else {}),
+        # The measure's decision point, so what is learned from the page still carries it once
+        # the verdict file has left the inbox.
+        **({"decide_by": decide_by} if decide_by else {}),
         "verified": {"by": f"human:{verdict.reviewer}", "at": at},
         **({"signed": signed.to_json()} if signed is not None else {}),
         "generated": {"by": PROMOTER, "at": at},

@@ -117,6 +117,9 @@ class LearnedVerdict:
     decided_at: str | None = None
     signed_with: str | None = None
     """The fingerprint of the SSH key whose signature proved the reviewer; None: unsigned."""
+    decide_by: str | None = None
+    """The decision point of the judged candidate's measure, as its summary (or page) gives it:
+    a measure learned from this verdict carries it."""
 
     @property
     def approves(self) -> bool:
@@ -145,6 +148,7 @@ class LearnedVerdict:
             adjusted_saving_nok=verdict.adjusted_saving_nok,
             decided_at=verdict.decided_at,
             signed_with=signed_with,
+            decide_by=_text(verdict.candidate or {}, "decide_by"),
         )
 
 
@@ -313,6 +317,7 @@ def _learned_from_page(concept: Concept, path: Path, key: CandidateKey) -> Learn
         adjusted_saving_nok=_number(fields, "adjusted_saving_nok", where),
         decided_at=_text(fields, "decided_at"),
         signed_with=_signed_with(fields.get("signed")),
+        decide_by=_text(fields, "decide_by"),
     )
 
 

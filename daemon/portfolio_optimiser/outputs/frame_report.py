@@ -176,7 +176,36 @@ def _deltas(result: RunResult, frame: Frame, red: Redactor) -> list[str]:
             f"| all {len(frame.adopted)} validated, together "
             f"| {_signed(frame.joint.p50_nok)} | {_signed(frame.joint.p85_nok)} | |"
         )
-    return lines
+    return lines + _beyond_saving(ranked, frame)
+
+
+def _beyond_saving(ranked: Sequence[CandidateRun], frame: Frame) -> list[str]:
+    """Why a ΔP50 or ΔP85 can exceed the saving (said once, with the first such candidate), as
+    ``context.frame`` models a measure: the saving's share of each of its lines' draws."""
+
+    def cut(run: CandidateRun) -> tuple[str, float]:
+        delta = frame.deltas[run.candidate.id]
+        return max((("ΔP50", delta.p50_nok), ("ΔP85", delta.p85_nok)), key=lambda d: abs(d[1]))
+
+    over = [
+        run
+        for run in ranked
+        if abs(round(cut(run)[1])) > Decimal(str(run.candidate.claimed_saving_nok))
+    ]
+    if not over:
+        return []
+    name, value = cut(over[0])
+    return [
+        "",
+        f"A cut larger than the saving itself ({len(over)} of the {len(ranked)} here; "
+        f"`{over[0].candidate.id}`: {name} {_signed(value)} NOK against a saving of "
+        f"{format_nok(over[0].candidate.claimed_saving_nok)} NOK) is the model, not an error: a "
+        "measure takes the same share of every simulated draw of its lines as its saving is of "
+        "their base amounts, and so that share of their uncertainty too. At P85 the samples are "
+        "those in which costs ran high, its lines' among them, so the share is taken of more "
+        "than their base amounts; at P50 too, where the lines' ranges reach further above their "
+        "amounts than below them.",
+    ]
 
 
 def outcome_section(result: RunResult, red: Redactor) -> list[str]:

@@ -2,11 +2,13 @@
 line, its working, its consequence and decision point, and what has been decided on it already.
 
 Decides what an expert reads per candidate, so a verdict can be written from the report alone:
-the codes with their names, each line's amount as quantity × unit price, the saving and its
-share of the lines and of the base estimate, the validator's arithmetic in words, the checker's
-word, the consequence, the latest decision point, and the standing verdict (who, when, what) of
-a candidate decided in an earlier run or version, which is never asked for again. Figures are
-Norwegian (``1 400 000``, ``2,7 %``). Text only; every string through the run's redactor.
+the codes with their names, each line's amount as quantity × unit price, the saving's working
+(quantity × unit price, learned rate × basis × realisation, excess over the price expected ×
+quantity, or a lump sum's share of the lines), what the validator recomputed or, from its receipt,
+why it could not, the checker's word, the consequence, the latest decision point, and the
+standing verdict (who, when, what) of a candidate decided in an earlier run or version, which is
+never asked for again. Figures are Norwegian (``1 400 000``, ``2,7 %``); every string goes
+through the run's redactor.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Final
 
+from portfolio_optimiser.context.decisions import Rule, line_recomputed
 from portfolio_optimiser.context.ns3451 import ns3451_name
+from portfolio_optimiser.context.reference import LINK_PREFIX, reference_saving
 
 from ._markdown import format_nok, md
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
-    from portfolio_optimiser.context.models import Candidate
-    from portfolio_optimiser.pipeline.outcome import CandidateRun, Decided, RunResult
+    from portfolio_optimiser.context.models import Candidate, LearnedRate
+    from portfolio_optimiser.pipeline.outcome import CandidateRun, Decided, LineFacts, RunResult
 
     from .report import Redactor
 
@@ -36,6 +40,11 @@ __all__ = [
 
 _FIGURE: Final = re.compile(r"(?<![\w.,])(\d{4,}(?:\.\d+)?|\d+\.\d+)(?![\w.])")
 _APPROVING: Final = frozenset({"approved", "approved_with_adjustment"})
+_CENT: Final = Decimal("0.01")
+_ROUNDED: Final = "rounded down to two significant figures"
+# Quoted in the validator's words; the arithmetic too where it recomputed the saving, else its
+# figures say what it did recompute (the lines).
+_IN_WORDS: Final = frozenset({Rule.SAVING_WITHIN_COST, Rule.NO_DOUBLE_COUNTING})
 
 
 def norwegian_figures(text: str) -> str:
@@ -125,6 +134,121 @@ def _line_text(code: str, result: RunResult, red: Redactor) -> str:
     return f"{label}: {product}"
 
 
+def _pct(share: Decimal) -> str:
+    """``0.85`` → ``85 %``, ``0.855`` → ``85,5 %``: a rate as given, never rounded away."""
+    return f"{(share * 100).normalize():f}".replace(".", ",") + " %"
+
+
+def _learned(rate: LearnedRate, saving: float, red: Redactor) -> str:
+    """``253,33 NOK/m2 (learned rate: …) × 3 150 m2 × 85 % expected realisation = 678 300 NOK,
+    rounded down …: 670 000 NOK``: the working ``pipeline.local`` carried the measure by."""
+    there = md(red.text(rate.project_id, "a learned measure's project"))
+    per = Decimal(str(rate.saving_nok)) / Decimal(str(rate.basis_there))
+    realised = Decimal(str(rate.realisation)) if rate.realisation is not None else Decimal(1)
+    exact = (per * realised * Decimal(str(rate.basis_here))).quantize(_CENT)
+    approved = f"{format_nok(rate.saving_nok)} NOK"
+    if rate.unit:
+        unit = md(red.text(rate.unit, "a unit"))
+        learned = (
+            f"{format_nok(per.quantize(_CENT))} NOK/{unit} (learned rate: {approved} over "
+            f"{format_nok(rate.basis_there)} {unit} in {there})"
+        )
+        basis = f"{format_nok(rate.basis_here)} {unit}"
+    else:
+        learned = (
+            f"{_pct(per.quantize(Decimal('0.0001')))} of the lines' cost (learned rate: {approved} "
+            f"of {format_nok(rate.basis_there)} NOK in {there})"
+        )
+        basis = f"{format_nok(rate.basis_here)} NOK"
+    realisation = (
+        f"{_pct(realised)} expected realisation"
+        if rate.realisation is not None
+        else "100 % realisation (the expert gave none)"
+    )
+    return (
+        f"{learned} × {basis} × {realisation} = {format_nok(exact)} NOK, {_ROUNDED}: "
+        f"{format_nok(saving)} NOK"
+    )
+
+
+def _priced(run: CandidateRun, result: RunResult) -> tuple[LineFacts, float, float, float] | None:
+    """A reference-price candidate's line, its unit price, the price expected and its quantity."""
+    reference = result.references.get(run.candidate.id)
+    line = result.lines.get(reference.code) if reference is not None else None
+    if reference is None or line is None or line.quantity is None or not line.unit_price_nok:
+        return None
+    return line, float(line.unit_price_nok), reference.expected_nok, float(line.quantity)
+
+
+def _working(run: CandidateRun, result: RunResult, red: Redactor) -> str | None:
+    """How the saving was reached, as a product a reader can redo; None for a lump sum."""
+    cand = run.candidate
+    if cand.quantity is not None and cand.unit_price_nok is not None:
+        return _product(cand.quantity, cand.unit, cand.unit_price_nok, cand.claimed_saving_nok, red)
+    if cand.learned_rate is not None:
+        return _learned(cand.learned_rate, cand.claimed_saving_nok, red)
+    priced = _priced(run, result)
+    if priced is None:
+        return None
+    line, price, expected, quantity = priced
+    unit = md(red.text(line.unit or "", "a unit"))
+    excess = (Decimal(str(price)) - Decimal(str(expected))) * Decimal(str(quantity))
+    return (
+        f"({format_nok(price)} − {format_nok(Decimal(str(expected)).quantize(_CENT))} NOK/{unit} "
+        f"expected here) × {format_nok(quantity)} {unit} = {format_nok(excess.quantize(_CENT))} "
+        f"NOK, {_ROUNDED}: {format_nok(cand.claimed_saving_nok)} NOK"
+    )
+
+
+def _not_recomputed(run: CandidateRun) -> str | None:
+    """Why the validator recomputed no saving for an accepted candidate; None when it did (its
+    ``arithmetic`` check recomputed quantity × unit price, or its reference check the excess
+    over the price expected) or rejected it. Read from the receipt and the candidate's fields."""
+    cand = run.candidate
+    if run.validator.outcome != "accepted":
+        return None
+    if any(check.recomputed_saving for check in run.validator.receipt.checks):
+        return None
+    if any(link.startswith(LINK_PREFIX) for link in cand.evidence):
+        return None  # evidence_inside_bundle recomputed it from the reference (it passed)
+    if cand.learned_rate is not None:
+        return (
+            f"its rate was learned from {cand.learned_rate.project_id}'s figures, which the "
+            "validator does not hold; it checks the saving against this project's lines only"
+        )
+    if cand.origin.startswith("measure-option:"):
+        return (
+            "the kuttliste gives the saving as a lump sum, with no quantity × unit price or "
+            "rate to recompute it from"
+        )
+    return "the saving is given as a lump sum, with no quantity × unit price to recompute it from"
+
+
+def _checked(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
+    """What the validator recomputed and checked, in its rules' order (markdown-safe)."""
+    where = f"candidate {run.candidate.id}"
+    said = []
+    for check in run.validator.receipt.checks:
+        if check.recomputed_saving or check.rule in _IN_WORDS:
+            said.append(md(norwegian_figures(red.text(check.detail, where))))
+        for code in run.candidate.affected_codes if check.rule is Rule.ARITHMETIC else ():
+            product, line = check.figures.get(line_recomputed(code)), result.lines.get(code)
+            if product is not None and line is not None:  # the line's own product, recomputed
+                said.append(
+                    f"line {md(red.text(code, where))}: {format_nok(line.quantity or 0)} × "
+                    f"{format_nok(line.unit_price_nok or 0)} = {format_nok(Decimal(product))} "
+                    "NOK, matching its amount"
+                )
+        if check.rule is Rule.EVIDENCE_INSIDE_BUNDLE and (priced := _priced(run, result)):
+            _line, price, expected, quantity = priced
+            said.append(
+                f"at the price expected here the line saves "
+                f"{format_nok(reference_saving(price, expected, quantity))} NOK ({_ROUNDED}), "
+                "no less than the claim"
+            )
+    return said
+
+
 def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
     cand = run.candidate
     where = f"candidate {cand.id}"
@@ -139,10 +263,13 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
     )
     out = [f"### `{cand.id}` {md(red.text(cand.title, where)) or '(untitled)'}", ""]
     out += [f"- Line: {_line_text(code, result, red)}" for code in cand.affected_codes]
-    working = _product(cand.quantity, cand.unit, cand.unit_price_nok, cand.claimed_saving_nok, red)
+    working = _working(run, result, red)
     shares = (
         f"{_percent(saving, lines_cost)} of the line{'s' if len(cand.affected_codes) > 1 else ''}"
     )
+    if working is None:  # a lump sum: its share of the lines is all the working there is
+        working = f"{format_nok(saving)} NOK, a lump sum (no quantity × unit price given)"
+        shares += f" ({format_nok(lines_cost)} NOK)"
     if result.base_estimate_nok:
         shares += (
             f", {_percent(saving, Decimal(str(result.base_estimate_nok)))} of the base estimate "
@@ -150,12 +277,13 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
         )
     out.append(f"- Saving: {working}; {shares}")
     if run.validator.outcome == "accepted":
-        said = "; ".join(
-            norwegian_figures(red.text(check.detail, where))
-            for check in run.validator.receipt.checks
-            if check.rule.value in {"saving_within_cost", "arithmetic", "no_double_counting"}
-        )
-        out.append(f"- Validator: accepted ({md(said)})")
+        said = "; ".join(_checked(run, result, red))
+        why = _not_recomputed(run)
+        if why is None:
+            out.append(f"- Validator: accepted ({said})")
+        else:
+            why = md(red.text(why, where))
+            out.append(f"- Validator: accepted, not recomputable: {why}. What it checked: {said}")
     else:
         reason = norwegian_figures(red.text(run.validator.reason, where))
         out.append(f"- Validator: **rejected** (`{run.validator.rule.value}`): {md(reason)}")
@@ -165,7 +293,9 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
     if cand.rationale:
         out.append(f"- Consequence: {md(red.text(cand.rationale, where))}")
     if cand.decide_by:
-        out.append(f"- Decide by: {md(red.text(cand.decide_by, where))}")
+        # A learned measure's decision point is its source's: the reader must know it is borrowed.
+        borrowed = " (that of the measure it was learned from)" if cand.learned_rate else ""
+        out.append(f"- Decide by: {md(red.text(cand.decide_by, where))}{borrowed}")
     source = result.learned_from.get(cand.id)
     if source is not None:
         where_from = f" ({md(red.text(source.project_id, where))})" if source.project_id else ""
@@ -207,7 +337,9 @@ def worksheet_section(result: RunResult, red: Redactor) -> list[str]:
 def _validator_cell(run: CandidateRun, red: Redactor) -> str:
     decision = run.validator
     if decision.outcome == "accepted":
-        return "accepted"
+        why = _not_recomputed(run)
+        said = f", not recomputable: {md(red.text(why, run.candidate.id))}" if why else ""
+        return f"accepted{said}"
     reason = red.text(decision.reason, f"the validator's reason for {run.candidate.id}")
     return f"rejected (`{decision.rule.value}`): {md(reason)}"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision
-from portfolio_optimiser.context.models import Candidate, Project
+from portfolio_optimiser.context.models import Candidate, LearnedRate, Project
 from portfolio_optimiser.context.reference import MEASURE_TYPE as REFERENCE_PRICE
 from portfolio_optimiser.context.reference import (
     ProjectReferences,
@@ -66,18 +66,17 @@ def learned_candidates(
             approved_saving = float(verdict.adjusted_saving_nok or key.saving_literal)
         except (TypeError, ValueError):
             continue
-        realised = verdict.realization_rate if verdict.realization_rate is not None else 1.0
+        given = verdict.realization_rate
+        realised = given if given is not None else 1.0
         was_cost, was_quantity, was_unit = _affected(source, codes)
         cost, quantity, unit = _affected(project, codes)
         if was_quantity and quantity and was_unit == unit:
-            rate, basis = approved_saving / was_quantity, quantity
-            how = f"{rate:,.0f} NOK per {unit}, {quantity:,.0f} {unit} here"
+            was_basis, basis, scale = was_quantity, quantity, f"quantity in {unit}"
         elif was_cost > 0:
-            rate, basis = approved_saving / was_cost, cost
-            how = f"{rate:.2%} of the affected cost, {cost:,.0f} NOK here"
+            was_basis, basis, unit, scale = was_cost, cost, None, "cost"
         else:
             continue
-        saving = two_figures_down(rate * realised * basis)
+        saving = two_figures_down(approved_saving / was_basis * realised * basis)
         if saving <= 0:
             continue
         evidence = tuple(
@@ -85,6 +84,7 @@ def learned_candidates(
                 line.source for code in codes if (line := project.line(code)) and line.source
             )
         )
+        by = f" by {verdict.reviewer}" if verdict.reviewer else ""
         found.append(
             Candidate(
                 project_id=project.id,
@@ -92,12 +92,23 @@ def learned_candidates(
                 measure_type=key.measure_type,
                 claimed_saving_nok=saving,
                 title=f"Learned: {key.measure_type} on {', '.join(codes)}",
+                # A sentence, not the working: the report writes the working from learned_rate.
                 rationale=(
-                    f"approved for candidate {verdict.candidate_id} in {source.id}; carried as "
-                    f"{how}, times the expected realisation {realised:.0%}".replace(",", " ")
+                    f"Approved{by} for candidate {verdict.candidate_id} in {source.id}, and "
+                    f"proposed here at the rate it saved there, scaled to this project's {scale}"
+                    + (" and the realisation the expert expects." if given is not None else ".")
                 ),
                 evidence=evidence,
                 origin=f"verdict:{verdict.candidate_id}",
+                decide_by=verdict.decide_by,
+                learned_rate=LearnedRate(
+                    project_id=source.id,
+                    saving_nok=approved_saving,
+                    basis_there=was_basis,
+                    basis_here=basis,
+                    unit=unit,
+                    realisation=None if given is None else float(given),
+                ),
             )
         )
     return found

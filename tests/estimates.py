@@ -228,47 +228,25 @@ def ns3459_xml(
     path: Path,
     *,
     priced: bool = True,
-    version: str = "2023",
+    version: str = "2012",
     posts: list[tuple[str, str, str, str, Decimal, Decimal]] | None = None,
     sums: dict[str, str] | None = None,
     doctype: str = "",
     image_bytes: int = 20_000,
+    encoding: str = "utf-8",
 ) -> Path:
-    """An NS 3459 file in the structure the standard exchanges: a price request or a priced
-    tender, the post-number plan with its levels, posts with GUIDs, NS 3420 codes, RTF and plain
-    texts, and an embedded image. ``sums`` overrides a post's Sum (by Postnr)."""
-    import base64
+    """A price request or priced tender of coded posts, as the tools write NS 3459
+    (``tests/ns3459_files``): the post-number plan with its levels, posts with GUIDs, NS 3420
+    codes and headings, pictures inside the RTF. ``sums`` overrides a post's Sum (by Postnr)."""
+    from .ns3459_files import posts_of, write_ns3459
 
-    image = base64.b64encode(bytes(range(256)) * (image_bytes // 256)).decode()
-    kind = "Pristilbud" if priced else "Prisforesporsel"
-    rows = []
-    for guid, postnr, code, text, quantity, price in posts if posts is not None else NS3459_POSTS:
-        total = (quantity * price).quantize(Decimal("0.01"))
-        price_xml = (
-            f"<Enhetspris>{price:.2f}</Enhetspris><Sum>{(sums or {}).get(postnr, f'{total:.2f}')}</Sum>"
-            if priced
-            else ""
-        )
-        title = text.split(chr(10))[0]
-        rows.append(
-            f"<Post><ID>{guid}</ID><Postnr>{postnr}</Postnr><Kode><ID>{code}</ID></Kode>"
-            f"<Tekst><RTF>{{\\rtf1\\ansi {title}}}</RTF><Uformatert>{text}</Uformatert></Tekst>"
-            f"<Prisinfo><Mengderegel>NS3420</Mengderegel><Enhet>m2</Enhet>"
-            f"<Mengde>{quantity}</Mengde>{price_xml}</Prisinfo>"
-            f"<Bilde><Data>{image}</Data></Bilde></Post>"
-        )
-    xml = (
-        f'<?xml version="1.0" encoding="UTF-8"?>\n{doctype}'
-        f'<NS3459 xmlns="http://www.standard.no/ns3459" Versjon="{version}">'
-        "<Generelt><Navn>Nordvik skole</Navn></Generelt>"
-        f"<{kind}><ProsjektNS><Postnrplan><PostnrdelTyper>"
-        "<PostnrdelType><Navn>Kapittel</Navn></PostnrdelType>"
-        "<PostnrdelType><Navn>Bygningsdel</Navn></PostnrdelType>"
-        "<PostnrdelType><Navn>Hovedløpenr</Navn></PostnrdelType>"
-        "</PostnrdelTyper><PostnrdelKoder><PostnrdelKode><Kode>36</Kode><Navn>Luftbehandling</Navn>"
-        "</PostnrdelKode></PostnrdelKoder></Postnrplan></ProsjektNS>"
-        + "".join(rows)
-        + f"</{kind}></NS3459>\n"
+    return write_ns3459(
+        path,
+        posts_of(posts if posts is not None else NS3459_POSTS, sums),
+        kind="Pristilbud" if priced else "Prisforesporsel",
+        project="Nordvik skole",
+        version=version,
+        doctype=doctype,
+        picture_bytes=image_bytes // 2,
+        encoding=encoding,
     )
-    path.write_text(xml, "utf-8")
-    return path

@@ -71,7 +71,9 @@ def test_a_price_request_has_quantities_and_no_prices(tmp_path: Path) -> None:
     project = load_ir_projections(bundle)
     assert {line.amount_nok for line in project.cost_lines} == {0}
     assert all(line.quantity and line.unit_price_nok is None for line in project.cost_lines)
-    assert "4 post(s) have no price (a price request)" in (bundle / "import.md").read_text("utf-8")
+    assert "4 post(s) have a quantity and no price (a price request)" in (
+        bundle / "import.md"
+    ).read_text("utf-8")
 
 
 @pytest.mark.loadbearing

@@ -20,10 +20,11 @@ from portfolio_optimiser._atomic import publish_tree
 from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import read_concept
 
+from .bundle import bundle_files_of
 from .csv_file import MappingNeeded, read_csv_estimate, read_csv_kuttliste
 from .kuttliste import is_kuttliste_name, kuttliste_beside
 from .ns3459 import read_ns3459_estimate
-from .posts import Estimate, ImportRefused, Origin, Problem, bundle_files_of
+from .posts import Estimate, ImportRefused, Origin, Problem
 from .xlsx_file import read_xlsx_estimate, read_xlsx_kuttliste
 
 __all__ = [

@@ -1,36 +1,34 @@
 """An NS 3459 file (the exchange format of NS 3420 posts, editions 2012 and 2023) read into an
-estimate, streaming.
+estimate, streaming, as the tools write it (ISY Linker, ISY Beskrivelse and others).
 
-Decides whether the file may be parsed at all (a DOCTYPE is refused before parsing: NS 3459
-files have none, and a DTD is how entity bombs and external entities get in; the parser resolves
-no entity and reaches no network either way), what each ``Post`` is (its GUID ``ID``, its
-``Postnr``, its NS 3420 code ``Kode/ID``, its ``Prisinfo``: unit, quantity, unit price, sum, and
-its text, first line of ``Uformatert``), which NS 3451 building part a post belongs to (the
-``Bygningsdel`` level of the post-number plan, ``ProsjektNS/Postnrplan``), and what is wrong:
-a duplicate GUID, a sum quantity × unit price does not give, a non-number, a missing unit. A
-price request (``Prisforesporsel``) has quantities and no prices: its lines are imported at no
-amount, and the import report says so. Posts are read one at a time and cleared, so a file of
-tens of thousands of posts with embedded images stays small in memory.
+Decides whether the file may be parsed at all (a DOCTYPE is refused, as the parser reports it
+whatever the file's encoding, before the first element is read: NS 3459 files have none, and a
+DTD is how entity bombs and external entities get in; the parser resolves no entity and reaches
+no network either way), what the file is (``Prisforesporsel``, a price request with quantities
+and no prices, or ``Pristilbud``, a priced tender; its project's name, its tool), its post-number
+plan (the level types, ``Postnrplan``), and each ``Post`` as written (``RawPost``: its GUID, its
+number and the level of each part, its NS 3420 ``Kode`` with heading and choices or its
+``Tekst``, its ``Prisinfo``). What each post then is, ``ns3459_posts`` decides. Posts are read one
+at a time and cleared, the RTF and pictures never kept, so a file of tens of thousands of posts
+stays small in memory.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from lxml import etree
 
-from .posts import Estimate, ImportRefused, Origin, Post, Problem, estimate_of, sum_problem
+from .ns3459_posts import Classified, RawPost, classify
+from .posts import Estimate, ImportRefused, Origin, Problem, estimate_of
 
 __all__ = ["NAMESPACE", "read_ns3459_estimate"]
 
 NAMESPACE: Final = "http://www.standard.no/ns3459"
-_PROLOG_BYTES: Final = 65_536
-_DOCTYPE: Final = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
 
 
 def _local(tag: object) -> str:
@@ -51,94 +49,123 @@ def _text(element: Any, *path: str) -> str:
     return (found.text or "").strip() if found is not None else ""
 
 
-def _refuse_doctype(path: Path, name: str) -> None:
-    with path.open("rb") as handle:
-        head = handle.read(_PROLOG_BYTES)
-    first_element = re.search(rb"<[A-Za-z_]", head)
-    prolog = head[: first_element.start()] if first_element else head
-    if _DOCTYPE.search(prolog):
-        raise ImportRefused(
-            name,
-            [
-                Problem(
-                    Origin(name, path="/"),
-                    None,
-                    "has a DOCTYPE, which NS 3459 files never have (it is how entity bombs and "
-                    "external entities get in); export the file again from the tool",
-                )
-            ],
-        )
+def _refused(name: str, sentence: str) -> ImportRefused:
+    return ImportRefused(name, [Problem(Origin(name, path="/"), None, sentence)])
 
 
-def _levels(plan: Any) -> list[str]:
-    """The post-number plan's level types in order (Kapittel, Bygningsdel, Hovedløpenr…)."""
+_DOCTYPE_REFUSED: Final = (
+    "has a DOCTYPE, which NS 3459 files never have (it is how entity bombs and external "
+    "entities get in); export the file again from the tool"
+)
+
+
+def _levels(plan: Any) -> dict[str, str]:
+    """The post-number plan's level types in order, each with its name (Type2 → Bygningsdel)."""
     types = _child(plan, "PostnrdelTyper")
     if types is None:
-        return []
-    return [(_text(t, "Navn") or (t.text or "")).strip() for t in types]
+        return {}
+    found: dict[str, str] = {}
+    for n, level in enumerate(types, start=1):
+        named = _text(level, "Navn") or (level.text or "").strip()
+        found[_text(level, "Type") or named or f"level {n}"] = named
+    return found
 
 
-def _decimal(text: str, origin: Origin, field: str, problems: list[Problem]) -> Decimal | None:
-    if not text:
-        return None
-    try:
-        value = Decimal(text.replace(",", "."))
-    except InvalidOperation:
-        problems.append(Problem(origin, field, f"{text!r} is not a number; write a plain number"))
-        return None
-    if not value.is_finite():
-        problems.append(Problem(origin, field, f"{text!r} is not a finite number"))
-        return None
-    return value
+def _plain(element: Any) -> str:
+    """A ``Tekst``'s unformatted text, with Windows line ends folded."""
+    return _text(element, "Uformatert").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _post(
-    element: Any, number: int, name: str, levels: list[str], priced: bool, problems: list[Problem]
-) -> Post | None:
-    guid = _text(element, "ID")
-    postnr = _text(element, "Postnr")
-    origin = Origin(name, guid=guid or None, path=f"Post {number} ({postnr or 'no Postnr'})")
-    before = len(problems)
-    if not postnr:
-        problems.append(Problem(origin, "Postnr", "no post number; every post needs one"))
+def _raw(element: Any, number: int, level_types: list[str]) -> RawPost:
+    kode = _child(element, "Kode")
+    words = _child(kode, "Kodetekst")
+    choices = tuple(
+        (child.get("Stikkord", "").strip(), _text(child, "Tekst"))
+        for child in (words if words is not None else ())
+        if _local(child.tag) in {"Matrisevalg", "Stikkordvalg"}
+    )
+    requirements = "\n".join(
+        f"{krav.get('Gruppe', '')} {krav.get('Overskrift', '')}: {_plain(_child(krav, 'Tekst'))}"
+        for other in (words if words is not None else ())
+        if _local(other.tag) == "AndreKravJa"
+        for krav in other
+    )
     price = _child(element, "Prisinfo")
-    unit = _text(price, "Enhet") or None
-    quantity = _decimal(_text(price, "Mengde"), origin, "Prisinfo/Mengde", problems)
-    unit_price = _decimal(_text(price, "Enhetspris"), origin, "Prisinfo/Enhetspris", problems)
-    amount = _decimal(_text(price, "Sum"), origin, "Prisinfo/Sum", problems)
-    if quantity is not None and unit is None:
-        problems.append(
-            Problem(origin, "Prisinfo/Enhet", f"a quantity ({quantity}) without a unit")
-        )
-    if priced and amount is None and len(problems) == before:
-        problems.append(
-            Problem(origin, "Prisinfo/Sum", "no sum in a priced tender; price the post")
-        )
-    # NS 3459 writes sums in øre (2 decimals).
-    wrong = sum_problem(
-        origin, "Prisinfo/Sum", quantity, unit_price, amount, sum_rounding=Decimal("0.005")
+    numbered = _child(element, "Postnrdeler")
+    parts = tuple(
+        (_text(part, "Type"), _text(part, "Kode"))
+        for part in (numbered if numbered is not None else ())
     )
-    if wrong is not None:
-        problems.append(wrong)
-    if len(problems) > before:
-        return None
-    text = _text(element, "Tekst", "Uformatert") or _text(element, "Uformatert")
-    title, _, rest = text.partition("\n")
-    parts = postnr.split(".")
-    building = levels.index("Bygningsdel") if "Bygningsdel" in levels else -1
-    return Post(
-        origin=origin,
-        code=postnr,
-        title=title.strip() or postnr,
-        amount=amount if amount is not None else Decimal(0),
-        quantity=quantity,
-        unit=unit,
-        unit_price=unit_price,
-        ns3451=parts[building] if 0 <= building < len(parts) else None,
-        ns3420=_text(element, "Kode", "ID") or None,
-        description=rest.strip() or None,
-        post=True,
+    postnr = _text(element, "Postnr")
+    return RawPost(
+        number=number,
+        guid=_text(element, "ID"),
+        postnr=postnr,
+        # Without Postnrdeler a number's parts are the plan's levels in order.
+        parts=parts or tuple(zip(level_types, postnr.split("."), strict=False)),
+        kode=_text(kode, "ID") or None,
+        revision=_text(kode, "Revisjon") or None,
+        heading=_text(words, "Overskrift"),
+        choices=choices,
+        requirements=requirements.strip(),
+        text=_plain(_child(element, "Tekst")),
+        priced=price is not None,
+        option=price is not None and price.get("Opsjon", "0").strip() in {"1", "true"},
+        unit=_text(price, "Enhet"),
+        quantity=_text(price, "Mengde"),
+        unit_price=_text(price, "Enhetspris"),
+        amount=_text(price, "Sum"),
     )
+
+
+@dataclass
+class _Read:
+    kind: str = ""
+    version: str = ""
+    project: str = ""
+    program: str = ""
+    levels: dict[str, str] = field(default_factory=dict)
+    raws: list[RawPost] = field(default_factory=list)
+
+
+def _read(path: Path, name: str) -> _Read:
+    read = _Read()
+    first = True
+    events = etree.iterparse(
+        str(path),
+        events=("start", "end"),
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        huge_tree=False,
+    )
+    for event, element in events:
+        local = _local(element.tag)
+        if event == "start":
+            if first:  # the parser has read the prolog, in whatever encoding: any DTD is known
+                info = element.getroottree().docinfo
+                if info.doctype or info.internalDTD is not None:
+                    raise _refused(name, _DOCTYPE_REFUSED)
+                first = False
+            if local == "NS3459":
+                read.version = element.get("Versjon", "") or "?"
+            elif local in {"Prisforesporsel", "Pristilbud"}:
+                read.kind = local
+            continue
+        if local == "Postnrplan":
+            read.levels = _levels(element)
+        elif local == "Generelt":
+            read.program = " ".join(
+                t for t in (_text(element, "ProgramNavn"), _text(element, "ProgramVersjon")) if t
+            )
+        elif local == "Navn" and _local(element.getparent().tag) == "ProsjektNS":
+            read.project = (element.text or "").strip()
+        elif local == "Post":
+            read.raws.append(_raw(element, len(read.raws) + 1, list(read.levels)))
+            element.clear()
+            while element.getprevious() is not None:  # keep memory flat: drop read posts
+                del element.getparent()[0]
+    return read
 
 
 def read_ns3459_estimate(
@@ -152,95 +179,77 @@ def read_ns3459_estimate(
     problem at once. ``mapping`` is for tabular files and is not used here."""
     del mapping
     name = name or path.name
-    _refuse_doctype(path, name)
     with path.open("rb") as handle:  # streamed: a tender with images runs to tens of MB
         digest = hashlib.file_digest(handle, "sha256").hexdigest()
-    problems: list[Problem] = []
-    posts: list[Post] = []
-    seen: dict[str, Origin] = {}
-    numbers: dict[str, Origin] = {}
-    levels: list[str] = []
-    kind = version = ""
-    number = 0
     try:
-        events = etree.iterparse(
-            str(path),
-            events=("start", "end"),
-            resolve_entities=False,
-            no_network=True,
-            load_dtd=False,
-            huge_tree=False,
-        )
-        for event, element in events:
-            local = _local(element.tag)
-            if event == "start":
-                if local == "NS3459":
-                    version = element.get("Versjon", "")
-                elif local in {"Prisforesporsel", "Pristilbud"}:
-                    kind = local
-                continue
-            if local == "Postnrplan":
-                levels = _levels(element)
-            elif local == "Post":
-                number += 1
-                post = _post(element, number, name, levels, kind == "Pristilbud", problems)
-                guid = post.origin.guid if post is not None else None
-                if guid and guid in seen:
-                    problems.append(
-                        Problem(
-                            post.origin if post else Origin(name),
-                            "ID",
-                            f"GUID {guid} again (first at {seen[guid]})",
-                        )
-                    )
-                elif post is not None and post.code in numbers:
-                    problems.append(
-                        Problem(
-                            post.origin,
-                            "Postnr",
-                            f"post number {post.code} again (first at {numbers[post.code]})",
-                        )
-                    )
-                elif post is not None:
-                    if guid:
-                        seen[guid] = post.origin
-                    numbers[post.code] = post.origin
-                    posts.append(post)
-                element.clear()
-                while element.getprevious() is not None:  # keep memory flat: drop read posts
-                    del element.getparent()[0]
+        read = _read(path, name)
     except etree.XMLSyntaxError as exc:
-        problems.append(
-            Problem(
-                Origin(name, path=f"line {exc.lineno}"),
-                None,
-                f"is not well-formed XML ({exc.msg}); export it again",
-            )
+        raise ImportRefused(
+            name,
+            [
+                Problem(
+                    Origin(name, path=f"line {exc.lineno}"),
+                    None,
+                    f"is not well-formed XML ({exc.msg}); export it again",
+                )
+            ],
+        ) from None
+    if not read.kind:
+        raise _refused(
+            name, "is not an NS 3459 price request or tender (no Prisforesporsel or Pristilbud)"
         )
-    if not kind and not problems:
-        problems.append(
-            Problem(
-                Origin(name),
-                None,
-                "is not an NS 3459 price request or tender (no Prisforesporsel or Pristilbud)",
-            )
-        )
-    if not posts and not problems:
-        problems.append(Problem(Origin(name), None, "has no Post"))
-    if problems:
-        raise ImportRefused(name, problems)
-    unpriced = sum(1 for p in posts if p.unit_price is None)
+    if not read.raws:
+        raise _refused(name, "has no Post")
+    posts = classify(read.raws, name=name, levels=read.levels)
+    if posts.problems:
+        raise ImportRefused(name, posts.problems)
+    header = {"name": read.project} if read.project else {}
+    return estimate_of(
+        name,
+        digest,
+        posts.lines,
+        _how(name, digest, read, posts),
+        header | dict(project or {}),
+        options=posts.options,
+        texts=posts.texts,
+    )
+
+
+def _how(name: str, digest: str, read: _Read, posts: Classified) -> list[str]:
+    """The import report's sentences: what the file is and what became of each of its posts."""
+    tender = read.kind == "Pristilbud"
+    by = f", written by {read.program}" if read.program else ""
+    levels = ", ".join(n for n in read.levels.values() if n) or "none named"
     how = [
-        f"Read {name} (SHA-256 {digest[:16]}…) as NS 3459"
-        + (f" version {version}" if version else "")
-        + f": a {'priced tender' if kind == 'Pristilbud' else 'price request'}.",
-        f"Post-number levels: {', '.join(levels) or 'none named'}"
-        + ("; NS 3451 from the Bygningsdel level." if "Bygningsdel" in levels else "."),
-        f"{len(posts)} post(s) imported, each with its GUID and path.",
+        f"Read {name} (SHA-256 {digest[:16]}…) as NS 3459 version {read.version}: a "
+        f"{'priced tender' if tender else 'price request'}{by}.",
+        f"Post-number levels: {levels}"
+        + (
+            "; NS 3451 from the Bygningsdel level."
+            if "Bygningsdel" in read.levels.values()
+            else "."
+        ),
+        f"{len(read.raws)} post(s) read: {len(posts.lines)} cost line(s), {len(posts.options)} "
+        f"option(s) kept apart from the base sum, {len(posts.texts)} text post(s) and heading(s) "
+        f"kept as description ({posts.carried} of them main posts whose value lies in their "
+        "sub-posts).",
+        f"{posts.uncoded} priced post(s) without an NS 3420 code, after each sub-post took its "
+        "main post's: the portfolio does not compare them.",
     ]
-    if unpriced:
+    if posts.orphans:
         how.append(
-            f"{unpriced} post(s) have no price (a price request): imported at 0 NOK, so nothing "
-            "can be saved on them until they are priced."
+            f"{posts.orphans} sub-post(s) whose main post the file leaves out (a tender without "
+            "its unpriced posts): they carry no NS 3420 code of their own."
         )
-    return estimate_of(name, digest, posts, how, project)
+    how += [
+        f"Post number {number} is shared by two posts (IDs {first} and {second}): both imported, "
+        "told apart by their GUIDs."
+        for number, first, second in posts.shared
+    ]
+    if posts.unpriced:
+        how.append(
+            f"{posts.unpriced} post(s) have a quantity and no price"
+            + (" (a price request)" if not tender else " (left unpriced in the tender)")
+            + ": imported at 0 NOK, so nothing can be saved on them until they are priced."
+        )
+    return how

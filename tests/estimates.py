@@ -93,22 +93,36 @@ def plain_nb(value: Decimal) -> str:
     return text.replace(".", ",")
 
 
-def kalkyle_csv(path: Path, *, subtotals: bool = True, rows: list[str] | None = None) -> Path:
-    """A semicolon csv of the accounts, as Excel in Norwegian saves it (UTF-8 with a BOM)."""
+def triple(line: Line) -> tuple[Decimal, Decimal, Decimal]:
+    """A triple estimate around the line's amount (min, most likely, max), as a planner's
+    uncertainty columns give it: the amount is the most likely figure."""
+    return (
+        (line.amount * Decimal("0.9")).quantize(Decimal("0.01")),
+        line.amount,
+        (line.amount * Decimal("1.25")).quantize(Decimal("0.01")),
+    )
+
+
+def kalkyle_csv(
+    path: Path, *, subtotals: bool = True, rows: list[str] | None = None, triples: bool = False
+) -> Path:
+    """A semicolon csv of the accounts, as Excel in Norwegian saves it (UTF-8 with a BOM);
+    ``triples``: with Min, Sannsynlig and Maks columns."""
     out = [
         "Kalkyle Nordvik skole;;;;;",
         "Versjon 3;;;;;",
         ";;;;;",
-        "Konto;Tekst;Mengde;Enhet;Enhetspris;Sum",
+        "Konto;Tekst;Mengde;Enhet;Enhetspris;Sum" + (";Min;Sannsynlig;Maks" if triples else ""),
     ]
     building = Decimal(0)
     for line in lines():
+        extremes = ";" + ";".join(plain_nb(v) for v in triple(line)) if triples else ""
         if line.quantity is None:
-            out.append(f"{line.code};{line.title};;;;{norwegian(line.amount)}")
+            out.append(f"{line.code};{line.title};;;;{norwegian(line.amount)}{extremes}")
         else:
             out.append(
                 f"{line.code};{line.title};{plain_nb(line.quantity)};{line.unit};"
-                f"{plain_nb(line.unit_price or Decimal(0))};{norwegian(line.amount)}"
+                f"{plain_nb(line.unit_price or Decimal(0))};{norwegian(line.amount)}{extremes}"
             )
         if line.code.startswith("2"):
             building += line.amount

@@ -276,3 +276,32 @@ def test_the_kuttliste_beside_an_estimate_is_found_by_its_name_in_any_case(
     read = read_estimate(estimate)
     assert {m.origin.file for m in read.measures} == {chosen}
     assert len(read.measures) == len(KUTTLISTE)
+
+
+@pytest.mark.loadbearing
+def test_an_unknown_unit_is_refused_at_the_inbox_and_taken_once_the_config_names_it(
+    tmp_path: Path,
+) -> None:
+    """The unit check the import makes is the one ``check-bundle`` makes: a unit neither knows is
+    set aside at import with the nearest spelling, never imported to be refused later; a unit
+    the workspace's config adds is taken by both."""
+    row = "27;Inventar;12;bøtte;1 000;12 000"
+    ws = _workspace(tmp_path)
+    kalkyle_csv(ws.inbox_projects / "bad.csv", subtotals=False, rows=[row])
+    [refused] = _run(ws).results
+    assert refused.state == "failed"
+    why = (ws.outbox / "failed" / "bad.csv.error.txt").read_text("utf-8")
+    assert "row 13, column Enhet: 'bøtte' is not a unit the product knows" in why
+    assert "[bundles] units" in why
+
+    ws = Workspace.at(tmp_path / "own", environ={})
+    ws.ensure()
+    settings = tmp_path / "own.toml"
+    settings.write_text('[bundles]\nunits = ["bøtte"]\n', "utf-8")
+    kalkyle_csv(ws.inbox_projects / "bad.csv", subtotals=False, rows=[row])
+    report = run_once(
+        ws, load_config(settings), log=structlog.get_logger("t"), environ={"CI": "true"}
+    )
+    assert [(r.kind, r.state) for r in report.results] == [("bundle", "done")]
+    [project] = ws.bundles_projects.iterdir()
+    assert any(ln.unit == "bøtte" for ln in load_ir_projections(project).cost_lines)

@@ -178,3 +178,104 @@ def test_a_malformed_cell_reference_is_a_damaged_workbook_not_a_crash(tmp_path: 
             target.writestr(info, data)
     with pytest.raises(ImportRefused, match="is damaged or not a workbook"):
         read_estimate(broken)
+
+
+# Issue 44, item 3: workbooks as planners keep them.
+
+
+def _with_saved_values(path: Path, values: dict[str, str]) -> Path:
+    """The workbook's cells whose value is a key of ``values`` (999991…) made formulas whose
+    saved value is the text Excel writes: its 17 digits, float noise and all."""
+    import re
+
+    with zipfile.ZipFile(path) as written:
+        members = {info: written.read(info) for info in written.infolist()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as patched:
+        for info, data in members.items():
+            if info.filename.startswith("xl/worksheets/"):
+                for placeholder, (formula, saved) in (
+                    (k, v.split("=", 1)) for k, v in values.items()
+                ):
+                    data = re.sub(
+                        rb"<v>" + placeholder.encode() + rb"</v>",
+                        f"<f>{formula}</f><v>{saved}</v>".encode(),
+                        data,
+                    )
+            patched.writestr(info, data)
+    return path
+
+
+@pytest.mark.loadbearing
+def test_float_noise_in_saved_values_is_read_as_the_15_digits_excel_keeps(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.append(["Konto", "Tekst", "Mengde", "Enhet", "Enhetspris", "Sum"])
+    sheet.append(["21", "Grunn", 2.2, "m2", 8420.4, 999991])
+    sheet.append(["22", "Bæring", 999992, "stk", 1000, 999993])
+    sheet.append(["23", "Tak", 1450.0, "m2", 100.0, 145000.0])
+    book.save(tmp_path / "noise.xlsx")
+    source = _with_saved_values(
+        tmp_path / "noise.xlsx",
+        {
+            "999991": "C2*E2=18524.879999999997",
+            "999992": "0.1+0.2=0.30000000000000004",
+            "999993": "C3*E3=300.00000000000006",
+        },
+    )
+    estimate = read_estimate(source)
+    got = {p.code: (str(p.quantity), str(p.unit_price), str(p.amount)) for p in estimate.posts}
+    assert got == {
+        "21": ("2.2", "8420.4", "18524.88"),
+        "22": ("0.3", "1000", "300"),
+        "23": ("1450", "100", "145000"),
+    }
+    assert all(p.amount.as_tuple().exponent >= -2 for p in estimate.posts)
+    project = load_ir_projections(write_bundle(estimate, tmp_path))
+    line = project.line("21")
+    assert line is not None and line.amount_nok == 18524.88 != 18524.879999999997
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (18524.879999999997, "18524.88"),
+        (0.1 + 0.2, "0.3"),
+        (1450.0, "1450"),
+        (145000.0, "145000"),
+        (1e20, "100000000000000000000"),
+        (-2.5, "-2.5"),
+        (0.000125, "0.000125"),
+        (123456789.123456789, "123456789.123457"),
+        (0.0, "0"),
+    ],
+)
+def test_a_float_is_its_15_significant_digits_exactly(value: float, text: str) -> None:
+    from portfolio_optimiser.context.imports.numbers import excel_number
+
+    assert str(excel_number(value)) == text
+
+
+@pytest.mark.loadbearing
+def test_a_sheets_heading_rows_and_notes_are_context_not_lines(tmp_path: Path) -> None:
+    from openpyxl import Workbook
+
+    book = Workbook()
+    sheet = book.active
+    assert sheet is not None
+    sheet.title = "Kalkyle"
+    sheet.append(["Konto", "Beskrivelse", "Mengde", "Enhet", "Enhetspris", "Sum"])
+    sheet.append(["2", "Bygning"])
+    sheet.append(["21", "Grunn og fundamenter", 100, "m2", 2000, 200000])
+    sheet.append([])
+    sheet.append([None, "Alle priser eks. mva."])
+    book.save(tmp_path / "overskrift.xlsx")
+    estimate = read_estimate(tmp_path / "overskrift.xlsx")
+    assert [(p.code, p.title, p.amount) for p in estimate.posts] == [
+        ("21", "Grunn og fundamenter", 200000)
+    ]
+    how = "\n".join(estimate.how)
+    assert "Headings taken as context, not as lines: sheet 'Kalkyle', row 2 (2 Bygning)." in how
+    assert "Notes taken as context, not as lines: sheet 'Kalkyle', row 5 (Alle priser" in how

@@ -90,8 +90,13 @@ def test_a_pdf_or_a_symlink_in_the_inbox_is_set_aside_with_one_sentence_and_coun
     assert (tmp_path / "elsewhere").is_dir(), "the link's target is never touched"
 
     after, again = run_cli("status", ws), run_cli("once", ws)
-    assert "failed: 2" in after.stdout and "not a bundle the inbox takes" not in after.stdout
+    assert "failed: nothing" in after.stdout, "nothing a retry could help"
+    assert "set aside: tegninger.pdf, not a bundle the inbox takes" in after.stdout
+    assert "the next run sets it aside" not in after.stdout
     assert again.stdout.strip() == "nothing to do: the inbox is empty"
+    retried = run_cli("retry", ws, "tegninger.pdf")
+    assert retried.returncode == 1 and "a retry would set it aside again" in retried.stderr
+    assert (ws / "outbox" / "failed" / "tegninger.pdf").is_file()
 
 
 def test_a_verdict_saved_with_a_txt_suffix_is_answered_beside_it(tmp_path: Path) -> None:

@@ -138,6 +138,12 @@ class Bundles(_Section):
     """Units of this organisation's own (an IT project's users), beside the vocabulary."""
 
 
+class Imports(_Section):
+    max_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
+    """A csv estimate larger than this is refused from its size, before a byte of it is read: far
+    past any kalkyle (the daemon's inbox takes 50 MiB), and a bound on what one import reads."""
+
+
 class Verdicts(_Section):
     require_signature: Literal["off", "approvals", "all"] = "off"
     """Which verdicts need a signature from a key ``config/allowed_signers`` allows: off (one is
@@ -175,6 +181,7 @@ class Config(_Section):
     reference: Reference = Reference()
     uncertainty: Uncertainty = Uncertainty()
     bundles: Bundles = Bundles()
+    imports: Imports = Imports()
     verdicts: Verdicts = Verdicts()
     daemon: Daemon = Daemon()
     scale: Scale = Scale()

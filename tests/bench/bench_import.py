@@ -1,7 +1,7 @@
-"""How fast, and in how much memory, an estimate file becomes a bundle (issue 17).
+"""How fast, and in how much memory, an estimate file becomes a bundle (issues 17 and 44).
 
-    uv run python -m tests.bench.bench_import          # 20 000 posts and rows
-    uv run python -m tests.bench.bench_import --quick  # 2 000
+    uv run python -m tests.bench.bench_import          # 20 000 posts and rows; csv of ~200 MiB
+    uv run python -m tests.bench.bench_import --quick  # 2 000; csv of ~20 MiB
 
 Each measure runs in a fresh interpreter (its peak RSS is its own): an NS 3459 priced tender of
 N posts, each with an embedded image as real files carry them (about 60 MB at 20 000 posts),
@@ -9,7 +9,11 @@ read (``read_estimate``) and written as a bundle (``write_bundle``); and an xlsx
 whose sums are formulas with their saved values, read the same way (python-calamine for the values,
 a streaming scan of the sheet XML for hidden rows and unsaved formulas), beside openpyxl reading
 the same workbook as the product did before (read-only, once for the values, once for the
-formulas).
+formulas). And a csv past ``[imports] max_bytes`` (210 MiB of short post rows, 3.4 million of
+them): refused from its size at the default limit; read as a stream under a raised one, until it
+has more lines than a bundle holds; and a csv of as many lines as a bundle holds, each row 2 KB
+wide with the resource columns a Calcus export has beside the ones read (205 MiB), read to its
+end under the raised limit and imported.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from ._table import Row, report
 
@@ -59,6 +64,107 @@ print(json.dumps({"read_s": time.perf_counter() - start, "rows": rows}))
 """
 
 
+_CSV_CHILD = r"""
+import json, sys, time
+from pathlib import Path
+from portfolio_optimiser.context.imports import ImportRefused, read_estimate, write_bundle
+source, into, limit = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+start = time.perf_counter()
+try:
+    estimate = read_estimate(source, units=(), max_bytes=limit)
+    read_s = time.perf_counter() - start
+    write_bundle(estimate, into)
+    outcome = f"imported, {len(estimate.posts)} lines"
+except ImportRefused as exc:
+    read_s = time.perf_counter() - start
+    outcome = "refused: " + exc.problems[0].message.split(";")[0]
+total_s = time.perf_counter() - start
+status = Path("/proc/self/status").read_text()
+rss_mb = int(next(ln for ln in status.splitlines() if ln.startswith("VmHWM")).split()[1]) / 1024
+print(json.dumps({"read_s": read_s, "total_s": total_s, "rss_mb": rss_mb, "outcome": outcome}))
+"""
+_MIB = 1024 * 1024
+_DEFAULT_LIMIT = 200 * _MIB
+_RESOURCES = ";".join(f"Ressurs {k}" for k in range(1, 41))
+
+
+def _csv(path: Path, target: int, *, wide: bool = False, rows: int | None = None) -> int:
+    """A semicolon csv of post rows, decimal commas and grouped thousands, until ``target``
+    bytes (or ``rows`` rows); ``wide``: 40 resource columns the import does not read beside them,
+    and a remark. Returns its rows."""
+    header = "Postnr;NS3420;Tekst;Mengde;Enhet;Enhetspris;Sum"
+    if wide:
+        header += f";{_RESOURCES};Kommentar"
+    written = 0
+    with path.open("w", encoding="utf-8", newline="") as out:
+        out.write(header + "\n")
+        while (rows is None and out.tell() < target) or (rows is not None and written < rows):
+            batch = []
+            for i in range(written, written + 10_000):
+                quantity, price = 1 + i % 50, 100 + i % 900
+                cents = quantity * (price * 100 + 50)
+                amount = f"{cents // 100:,}".replace(",", " ") + f",{cents % 100:02d}"
+                line = (
+                    f"{1 + i // 100_000:02d}.{21 + i % 50}.{i % 100_000};AV{i % 40}.{i % 7};Post {i} bæring;"
+                    + f"{quantity};m2;{price:,}".replace(",", " ")
+                    + f",50;{amount}"
+                )
+                if wide:
+                    line += ";" + ";".join(f"{(i * k) % 9973},{k % 10}0" for k in range(1, 41))
+                    line += ";" + f"Kontrollert mot tegning {i % 400}, revisjon C. " * 43
+                batch.append(line)
+            out.write("\n".join(batch) + "\n")
+            written += len(batch)
+    return written
+
+
+def _csv_rows(root: Path, quick: bool) -> list[Row]:
+    """The csv measures: past the limit at the default and at a raised one; under it."""
+    scale = 10 if quick else 1
+    limit = _DEFAULT_LIMIT // scale
+    big = root / "kalkyle-stor.csv"
+    rows = _csv(big, 210 * _MIB // scale)
+    mib = big.stat().st_size / _MIB
+    measured: list[Row] = []
+    for name, max_bytes, target in (
+        ("the default limit", limit, "refused unread; ≤ 0.5 s"),
+        ("a raised limit", 4 * limit, "RSS ≤ 300 MB"),
+    ):
+        into = root / f"csv-{len(measured)}"
+        into.mkdir()
+        got = _child(_CSV_CHILD, str(big), str(into), str(max_bytes))
+        within = got["total_s"] <= 0.5 if max_bytes == limit else got["rss_mb"] <= 300
+        measured.append(
+            Row(
+                f"csv past the limit, {rows} rows, {mib:.0f} MiB, at {name} "
+                f"({max_bytes // _MIB} MiB)",
+                target,
+                f"{got['total_s']:.2f} s; peak RSS {got['rss_mb']:.0f} MB; {got['outcome']}",
+                within and "refused" in str(got["outcome"]),
+            )
+        )
+    wide = root / "kalkyle-bred.csv"
+    rows = _csv(wide, 0, wide=True, rows=100_000 // scale)
+    mib = wide.stat().st_size / _MIB
+    into = root / "csv-wide"
+    into.mkdir()
+    got = _child(_CSV_CHILD, str(wide), str(into), str(4 * limit))
+    measured.append(
+        Row(
+            f"csv past the limit, {rows} rows of 47 columns"
+            + ("" if quick else " (as many lines as a bundle holds)")
+            + ", "
+            f"{mib:.0f} MiB, at a raised limit ({4 * limit // _MIB} MiB): read as a stream to its "
+            "end, and written as a bundle",
+            "RSS ≤ 300 MB",
+            f"{got['total_s']:.2f} s (read {got['read_s']:.2f} s); peak RSS {got['rss_mb']:.0f} MB;"
+            f" {got['outcome']}",
+            got["rss_mb"] <= 300 and "imported" in str(got["outcome"]),
+        )
+    )
+    return measured
+
+
 def _posts(n: int) -> list[tuple[str, str, str, str, Decimal, Decimal]]:
     return [
         (
@@ -73,11 +179,11 @@ def _posts(n: int) -> list[tuple[str, str, str, str, Decimal, Decimal]]:
     ]
 
 
-def _child(code: str, *args: str) -> dict[str, float]:
+def _child(code: str, *args: str) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
     )
-    data: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return data
 
 
@@ -107,7 +213,7 @@ def _xlsx(path: Path, n: int) -> Path:
     return path
 
 
-def _bundle_note(got: dict[str, float]) -> str:
+def _bundle_note(got: dict[str, Any]) -> str:
     return (
         f"; the bundle: {got['files']:.0f} files, read back by the IR ({got['lines']:.0f} lines) "
         f"in {got['ir_s']:.2f} s"
@@ -119,12 +225,16 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--csv-only", action="store_true", help="only the csv measures")
     args = parser.parse_args(argv)
     n = 2_000 if args.quick else 20_000
     started = time.perf_counter()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         root = Path(tmp)
+        rows += _csv_rows(root, args.quick)
+        if args.csv_only:
+            return report(rows, "csv only", time.perf_counter() - started)
         xml = ns3459_xml(root / "tender.xml", posts=_posts(n), image_bytes=2_300)
         size_mb = xml.stat().st_size / 1_000_000
         (root / "a").mkdir()

@@ -372,7 +372,9 @@ def _keep_traceback(workspace: Path | None) -> Path | None:
     text = safe_text(strip_control(traceback.format_exc()))
     name = f"internal-error-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt"
     folders = [Path(tempfile.gettempdir())]
-    if workspace is not None:
+    from .workspace_arg import is_workspace
+
+    if workspace is not None and is_workspace(workspace):  # never into a folder of someone else's
         from portfolio_optimiser.daemon.workspace import Workspace
 
         folders.insert(0, Workspace.at(workspace).state / "tracebacks")

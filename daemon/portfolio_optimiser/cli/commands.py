@@ -203,7 +203,7 @@ def _check_one(bundle: Path, config: Config) -> list[str]:
 def check_bundle(args: argparse.Namespace) -> int:
     import tempfile
 
-    from portfolio_optimiser.daemon.archive import extract_bundle, is_archive
+    from portfolio_optimiser.daemon.archive import Reading, extract_bundle, is_archive
 
     config = resolve_config(args)
     bundle: Path = args.bundle
@@ -221,7 +221,10 @@ def check_bundle(args: argparse.Namespace) -> int:
         # The inbox takes archives too: unpack it the way the daemon does, safely, and check that.
         with tempfile.TemporaryDirectory(prefix="check-bundle-") as scratch:
             root = extract_bundle(
-                bundle, Path(scratch) / "bundle", max_total_bytes=config.daemon.max_bundle_bytes
+                bundle,
+                Path(scratch) / "bundle",
+                max_total_bytes=config.daemon.max_bundle_bytes,
+                reading=Reading(units=config.bundles.units, max_bytes=config.imports.max_bytes),
             )
             problems = _check_one(root, config)
     else:

@@ -48,17 +48,23 @@ def _awaiting(ledger: Any) -> list[dict[str, Any]]:
     return found
 
 
-def _failed(ws: Workspace) -> list[str]:
-    """What waits in outbox/failed/ for a fix and `retry`, by the name it was dropped under: the
-    folder is the truth, not the ledger's history of every failure there ever was."""
+def _failed(ws: Workspace) -> tuple[list[str], list[str]]:
+    """What waits in outbox/failed/ for a fix and `retry`, by the name it was dropped under (the
+    folder is the truth, not the ledger's history of every failure there ever was); and apart,
+    what the inbox does not take (a PDF), which no retry can help."""
+    from portfolio_optimiser.daemon.filters import InboxFilter
+
     folder = ws.failed
     if not folder.is_dir():
-        return []
-    return sorted(
+        return [], []
+    names = sorted(
         p.name
         for p in folder.iterdir()
         if not p.name.endswith(".error.txt") and not p.name.startswith(".")
     )
+    take = InboxFilter()
+    aside = [n for n in names if take.not_taken(folder / n) is not None]
+    return [n for n in names if n not in aside], aside
 
 
 def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
@@ -116,7 +122,8 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         "runs": len([r for r in runs if r.is_dir() and not r.name.startswith(".")]),
         "jobs_in_flight": in_flight,
         "awaiting": awaiting,
-        "failed": _failed(ws),
+        "failed": _failed(ws)[0],
+        "not_taken": _failed(ws)[1],
         "held_tokens": held,
         "database": where,
         "executor": stores.executor_id,

@@ -244,6 +244,8 @@ def status(args: argparse.Namespace) -> int:
     say(f"failed: {len(failed) or 'nothing'}" + (" (fix it, then retry):" if failed else ""))
     for name in failed:
         say(f"  {name}: why in outbox/failed/{name}.error.txt; then {command('retry', name)}")
+    for name in daemon["not_taken"]:
+        say(f"  set aside: {name}, not a bundle the inbox takes (outbox/failed/{name}.error.txt)")
     running = daemon["jobs_in_flight"]
     say(f"running now: {len(running) or 'nothing'}")
     for job in running:

@@ -49,7 +49,8 @@ def is_workspace(folder: Path) -> bool:
 def _around(folder: Path) -> Iterator[Path]:
     """Where a workspace the user meant may be: the folder's parents (a command run inside a
     workspace's outbox), its sub-folders (the demo's, made where the user stood), and folders
-    beside the nearest one that exists, most alike in name first (a typo)."""
+    beside the nearest one that exists whose names are alike (a typo); never a folder merely
+    near, which would send the user to someone else's workspace."""
     folder = folder.absolute()
     yield from folder.parents
     existing = next((p for p in (folder, *folder.parents) if p.is_dir()), None)
@@ -57,12 +58,10 @@ def _around(folder: Path) -> Iterator[Path]:
         return
     if existing == folder:
         yield from _children(folder)
-    siblings = list(_children(existing))
-    names = [p.name for p in siblings]
+    beside = folder.parent if existing == folder else existing
+    names = [p.name for p in _children(beside)]
     for name in difflib.get_close_matches(folder.name, names, n=3, cutoff=0.6):
-        yield existing / name
-    if existing != folder:
-        yield from siblings
+        yield beside / name
 
 
 def _children(folder: Path) -> Iterator[Path]:
@@ -112,4 +111,8 @@ def workspace_for(folder: Path, *, takes_empty: bool = False) -> Path:
     if near is not None and near in shown.parents:
         raise NotAWorkspace(f"{what}{hint}")  # a folder inside a workspace is no place for one
     make = command("init", str(shown))
+    if near is None:
+        raise NotAWorkspace(
+            f"{what}; give --workspace DIR of your workspace, or make a new one there with `{make}`"
+        )
     raise NotAWorkspace(f"{what}{hint}; or make a new workspace there with `{make}`")

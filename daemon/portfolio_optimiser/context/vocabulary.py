@@ -9,6 +9,8 @@ by; a config may add its own (``[bundles] measure_types``). Pure.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Final
 
 __all__ = [
@@ -18,6 +20,7 @@ __all__ = [
     "known_unit",
     "normalise_unit",
     "unit_vocabulary",
+    "unknown_unit",
 ]
 
 MEASURE_TYPES: Final = {
@@ -51,10 +54,12 @@ UNITS: Final = {
     "uke": ("uke", "uker", "week", "weeks"),
     "mnd": ("mnd", "måned", "måneder", "month", "months"),
     "år": ("år", "year", "years"),
-    "rs": ("rs", "lump sum", "sum"),
+    "rs": ("rs", "lump sum", "sum", "rund sum"),
+    "%": ("%", "prosent", "pst"),
 }
 """Each unit and the spellings folded into it. Fast and loose rock or soil (``fm3``, ``lm3``) are
-not ``m3``: a cubic metre blasted is not a cubic metre cast. A config adds units of its own
+not ``m3``: a cubic metre blasted is not a cubic metre cast. ``%`` is NS 3459's unit of a
+post priced as a share (``Prosentsats``), as the tools write it. A config adds units of its own
 (``[bundles] units``: an IT project's users or integrations)."""
 _ALIASES: Final = {alias: unit for unit, aliases in UNITS.items() for alias in aliases}
 
@@ -69,9 +74,29 @@ def normalise_unit(unit: str | None) -> str | None:
     return _ALIASES.get(plain, _ALIASES.get(plain.replace(" ", ""), plain))
 
 
-def known_unit(unit: str, extra: tuple[str, ...] = ()) -> bool:
+def known_unit(unit: str, extra: Sequence[str] = ()) -> bool:
     folded = normalise_unit(unit)
     return folded in UNITS or folded in {normalise_unit(u) for u in extra}
+
+
+def unknown_unit(unit: str, extra: Sequence[str] = ()) -> str | None:
+    """What to tell the planner of a unit outside the vocabulary and the config's own units
+    (``extra``), or None for a known one: its nearest spelling, as a typo usually is one, and
+    every unit it may write instead."""
+    if known_unit(unit, extra):
+        return None
+    plain = " ".join(unit.strip().lower().replace(".", "").split())
+    spellings = [*_ALIASES, *extra]
+    near = difflib.get_close_matches(plain, spellings, n=1, cutoff=0.6)
+    hint = ""
+    if near:
+        meant = _ALIASES.get(near[0], near[0])
+        hint = f"did you mean {near[0]!r}" + (f" ({meant})" if meant != near[0] else "") + "? "
+    names = ", ".join(dict.fromkeys([*UNITS, *extra]))
+    return (
+        f"{unit!r} is not a unit the product knows; {hint}write one of {names}, or add it to "
+        "[bundles] units"
+    )
 
 
 def _type_key(kind: str) -> str:

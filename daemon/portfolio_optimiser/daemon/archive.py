@@ -29,10 +29,12 @@ import stat
 import tarfile
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Final
 
 from portfolio_optimiser._atomic import fsync_dir, publish_tree, write_tree
+from portfolio_optimiser.context.imports import MAX_BYTES as MAX_IMPORT_BYTES
 from portfolio_optimiser.context.imports import SUFFIXES as ESTIMATE_SUFFIXES
 from portfolio_optimiser.context.imports import (
     ImportRefused,
@@ -74,17 +76,30 @@ def is_archive(path: Path) -> bool:
     return lowered.endswith(_ZIP_SUFFIXES + _TAR_GZ_SUFFIXES + ESTIMATE_SUFFIXES)
 
 
-def _bundle_of(estimate: Path, archive: Path, name: str | None = None) -> dict[str, str]:
+@dataclass(frozen=True)
+class Reading:
+    """How the inbox reads an estimate it imports: the config's own units beside the
+    vocabulary (None: units are not checked), and the largest csv it reads."""
+
+    units: tuple[str, ...] | None = None
+    max_bytes: int = MAX_IMPORT_BYTES
+
+
+def _bundle_of(
+    estimate: Path, archive: Path, name: str | None = None, reading: Reading = Reading()
+) -> dict[str, str]:
     """The bundle an estimate file becomes; its problems refuse the input they came in."""
     try:
-        return bundle_files_of(read_estimate(estimate, name=name))
+        return bundle_files_of(
+            read_estimate(estimate, name=name, units=reading.units, max_bytes=reading.max_bytes)
+        )
     except ImportRefused as exc:
         raise ArchiveError(str(exc), archive=archive) from None
 
 
 def _import_estimate(job: _Extraction) -> None:
     """The estimate file's bundle, written into the extraction's folder."""
-    files = _bundle_of(job.archive, job.archive, job.name)
+    files = _bundle_of(job.archive, job.archive, job.name, job.reading)
     for rel in files:
         job.count(rel)
     write_tree(job.root, files)
@@ -102,6 +117,7 @@ class _Extraction:
         self.total_bytes = 0
         self.name = archive.name
         """The input's name as it was dropped."""
+        self.reading = Reading()
 
     def refuse(self, member: str, problem: str, fix: str) -> ArchiveError:
         return ArchiveError(
@@ -243,19 +259,21 @@ def _tar_members(job: _Extraction) -> None:
                     job.write_file(name, parts, source)
 
 
-def _estimate_files(folder: Path, archive: Path) -> dict[str, str] | None:
+def _estimate_files(
+    folder: Path, archive: Path, reading: Reading = Reading()
+) -> dict[str, str] | None:
     """The bundle of the estimate ``folder`` holds (with its side file and kuttliste), or None."""
     try:
         estimate = estimate_in(folder)
     except ImportRefused as exc:
         raise ArchiveError(str(exc), archive=archive) from None
-    return None if estimate is None else _bundle_of(estimate, archive)
+    return None if estimate is None else _bundle_of(estimate, archive, reading=reading)
 
 
-def import_folder(folder: Path, dest: Path) -> Path | None:
+def import_folder(folder: Path, dest: Path, *, reading: Reading = Reading()) -> Path | None:
     """The bundle of the estimate a folder dropped as a project holds, published as the new
     folder ``dest``; None when the folder holds no estimate (it is a bundle itself)."""
-    files = _estimate_files(folder, folder)
+    files = _estimate_files(folder, folder, reading)
     if files is None:
         return None
     return publish_tree(dest, files, staging=dest.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}")
@@ -268,7 +286,7 @@ def _bundle_root(job: _Extraction) -> Path:
     if len(children) == 1 and (children[0] / BUNDLE_INDEX).is_file():
         return children[0]
     for folder in (job.root, *(c for c in children if len(children) == 1 and c.is_dir())):
-        files = _estimate_files(folder, job.archive)
+        files = _estimate_files(folder, job.archive, job.reading)
         if files is not None:
             imported = job.root / ".imported"
             write_tree(imported, files)
@@ -294,6 +312,7 @@ def extract_bundle(
     max_members: int = MAX_MEMBERS,
     max_total_bytes: int = MAX_TOTAL_BYTES,
     name: str | None = None,
+    reading: Reading = Reading(),
 ) -> Path:
     """Unpack the bundle in ``archive`` to the new folder ``dest``; returns ``dest``.
 
@@ -320,6 +339,7 @@ def extract_bundle(
     work.mkdir(parents=True)
     job = _Extraction(archive, work, max_members=max_members, max_total_bytes=max_total_bytes)
     job.name = name or archive.name
+    job.reading = reading
     try:
         try:
             unpack(job)

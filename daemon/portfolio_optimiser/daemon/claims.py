@@ -23,7 +23,7 @@ from portfolio_optimiser._atomic import publish_text
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.reasoning.redaction import safe_text
 
-from .archive import extract_bundle, import_folder
+from .archive import Reading, extract_bundle, import_folder
 from .claim import ClaimError, content_digest, original_name, release
 from .decide import ClaimView
 from .filters import InboxFilter
@@ -351,13 +351,18 @@ def _bundle_root(config: Config, claimed: Path) -> Path:
         shutil.rmtree(unpacked)
     if claimed.is_dir():
         # A folder is a bundle, or a planner's estimate with its side file and kuttliste.
-        return import_folder(claimed, unpacked) or claimed
+        return import_folder(claimed, unpacked, reading=_reading(config)) or claimed
     return extract_bundle(
         claimed,
         unpacked,
         max_total_bytes=config.daemon.max_bundle_bytes,
         name=original_name(claimed),
+        reading=_reading(config),
     )
+
+
+def _reading(config: Config) -> Reading:
+    return Reading(units=config.bundles.units, max_bytes=config.imports.max_bytes)
 
 
 def _oversized(config: Config, claimed: Path, name: str) -> str | None:

@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 from .claim import content_digest, release
+from .filters import InboxFilter
 from .ledger import Ledger
 from .workspace import Workspace
 
@@ -27,6 +28,13 @@ def retry_quarantined(workspace: Workspace, ledger: Ledger, name: str, *, now_is
         )
         raise FileNotFoundError(
             f"nothing named {name!r} is quarantined in outbox/failed/ (there: {', '.join(known) or 'nothing'})"
+        )
+    not_taken = InboxFilter().not_taken(source)
+    if not_taken is not None:  # a PDF, a symlink: back in the inbox it is only set aside again
+        raise FileNotFoundError(
+            f"{not_taken.split(';')[0]}, so a retry would set it aside again; drop the bundle or "
+            f"estimate it belongs to instead, and delete outbox/failed/{name} once you no longer "
+            "need it"
         )
     # The ledger knows it by where it was set aside: by its run identity when it failed in its
     # run, by its content when it failed before it had one.

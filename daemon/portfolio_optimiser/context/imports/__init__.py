@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
@@ -21,13 +21,14 @@ from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.frontmatter import read_concept
 
 from .bundle import bundle_files_of
-from .csv_file import MappingNeeded, read_csv_estimate, read_csv_kuttliste
+from .csv_file import MAX_BYTES, MappingNeeded, read_csv_estimate, read_csv_kuttliste
 from .kuttliste import is_kuttliste_name, kuttliste_beside
 from .ns3459 import read_ns3459_estimate
 from .posts import Estimate, ImportRefused, Origin, Problem
 from .xlsx_file import read_xlsx_estimate, read_xlsx_kuttliste
 
 __all__ = [
+    "MAX_BYTES",
     "SUFFIXES",
     "Estimate",
     "ImportRefused",
@@ -41,13 +42,16 @@ __all__ = [
 ]
 
 SUFFIXES: Final = (".csv", ".xlsx", ".xml")
-_READERS: Final = {
-    ".csv": read_csv_estimate,
-    ".xlsx": read_xlsx_estimate,
-    ".xml": read_ns3459_estimate,
-}
 _KUTTLISTE: Final = {".csv": read_csv_kuttliste, ".xlsx": read_xlsx_kuttliste}
-_PROJECT_KEYS: Final = ("id", "name", "category", "base_estimate_nok", "p50_nok", "p85_nok")
+_PROJECT_KEYS: Final = (
+    "id",
+    "name",
+    "category",
+    "base_estimate_nok",
+    "p50_nok",
+    "p85_nok",
+    "correlation",
+)
 _ID: Final = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -146,11 +150,21 @@ def read_mapping(path: Path) -> dict[str, str]:
 
 
 def read_estimate(
-    path: Path, *, mapping: Mapping[str, str] | None = None, name: str | None = None
+    path: Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    name: str | None = None,
+    units: Sequence[str] | None = None,
+    max_bytes: int = MAX_BYTES,
 ) -> Estimate:
     """The estimate ``path`` holds, its project named by its side file (else by ``name``, the
     file's name as the planner gave it, which defaults to the path's); raises
-    :class:`ImportRefused` with every problem of the file at once."""
+    :class:`ImportRefused` with every problem of the file at once.
+
+    ``units``: the config's ``[bundles] units``, beside the vocabulary, against which a csv's or
+    a workbook's units are checked; None leaves them unchecked, for a caller without the config
+    (a unit the config adds must not refuse a file there). ``max_bytes``: ``[imports]
+    max_bytes``, past which a csv is refused unread."""
     if path.suffix.lower() not in SUFFIXES:
         raise ImportRefused(
             path.name,
@@ -175,10 +189,21 @@ def read_estimate(
             ],
         )
     try:
-        read = _READERS[path.suffix.lower()]
-        estimate = read(
-            path, mapping=mapping, project=_project(side_file(path)), name=name or path.name
-        )
+        project, named = _project(side_file(path)), name or path.name
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            estimate = read_csv_estimate(
+                path, mapping=mapping, project=project, name=named, units=units, max_bytes=max_bytes
+            )
+        elif suffix == ".xlsx":
+            estimate = read_xlsx_estimate(
+                path, mapping=mapping, project=project, name=named, units=units
+            )
+        else:
+            estimate = read_ns3459_estimate(
+                path, mapping=mapping, project=project, name=named, units=units
+            )
+        _refuse_undeclared_groups(estimate)
         beside = kuttliste_beside(path)
         if beside is None or estimate.measures:
             return estimate
@@ -188,6 +213,26 @@ def read_estimate(
         raise ImportRefused(
             path.name, [Problem(Origin(path.name), None, f"cannot be read ({exc.strerror})")]
         ) from None
+
+
+def _refuse_undeclared_groups(estimate: Estimate) -> None:
+    """A line's correlation group must be one its project declares (the side file's
+    ``correlation``): said at the import, not by the run that would refuse the bundle."""
+    declared = estimate.header.get("correlation")
+    groups = set(declared) if isinstance(declared, Mapping) else set()
+    problems = [
+        Problem(
+            post.origin,
+            "correlation group",
+            f"{post.correlation_group!r} is not a group the project declares; add it to the side "
+            f"file's correlation (e.g. correlation = {{ {post.correlation_group} = 0.5 }}) or leave "
+            "the cell empty",
+        )
+        for post in estimate.posts
+        if post.correlation_group and post.correlation_group not in groups
+    ]
+    if problems:
+        raise ImportRefused(estimate.source, problems)
 
 
 def write_bundle(estimate: Estimate, into: Path) -> Path:

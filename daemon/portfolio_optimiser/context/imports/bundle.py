@@ -60,6 +60,8 @@ _COLUMNS: Final = (
     ("low", "min_nok"),
     ("likely", "likely_nok"),
     ("high", "max_nok"),
+    ("distribution", "distribution"),
+    ("correlation_group", "correlation_group"),
 )
 
 

@@ -16,7 +16,7 @@ stays small in memory.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -174,9 +174,12 @@ def read_ns3459_estimate(
     mapping: Mapping[str, str] | None = None,
     project: Mapping[str, Any] | None = None,
     name: str | None = None,
+    units: Sequence[str] | None = None,
 ) -> Estimate:
     """The estimate the NS 3459 file at ``path`` holds; raises :class:`ImportRefused` with every
-    problem at once. ``mapping`` is for tabular files and is not used here."""
+    problem at once. ``mapping`` is for tabular files and is not used here; ``units``: the
+    config's own units beside the vocabulary, against which each post's unit is checked (None:
+    not checked)."""
     del mapping
     name = name or path.name
     with path.open("rb") as handle:  # streamed: a tender with images runs to tens of MB
@@ -200,7 +203,7 @@ def read_ns3459_estimate(
         )
     if not read.raws:
         raise _refused(name, "has no Post")
-    posts = classify(read.raws, name=name, levels=read.levels)
+    posts = classify(read.raws, name=name, levels=read.levels, units=units)
     if posts.problems:
         raise ImportRefused(name, posts.problems)
     header = {"name": read.project} if read.project else {}

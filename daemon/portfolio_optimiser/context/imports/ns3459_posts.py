@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
+from portfolio_optimiser.context.vocabulary import unknown_unit
+
 from .posts import Origin, Post, Problem, TextPost, sum_problem
 
 __all__ = ["Classified", "RawPost", "classify"]
@@ -146,7 +148,13 @@ def _title(raw: RawPost, under: _Known | None) -> tuple[str, str]:
     return first or raw.postnr, rest
 
 
-def classify(raws: Sequence[RawPost], *, name: str, levels: Mapping[str, str]) -> Classified:
+def classify(
+    raws: Sequence[RawPost],
+    *,
+    name: str,
+    levels: Mapping[str, str],
+    units: Sequence[str] | None = None,
+) -> Classified:
     """Every post of a file understood, in file order, with every problem at once."""
     plan = _Plan(levels)
     out = Classified()
@@ -189,7 +197,7 @@ def classify(raws: Sequence[RawPost], *, name: str, levels: Mapping[str, str]) -
         if not raw.priced:
             out.texts.append(TextPost(origin, raw.postnr, title, description or "", bool(raw.kode)))
             continue
-        post = _line(raw, origin, title, description, kode, plan, out.problems)
+        post = _line(raw, origin, title, description, kode, plan, out.problems, units)
         if post is None:
             continue
         seen = codes.get(raw.postnr, 0)
@@ -211,6 +219,7 @@ def _line(
     kode: str | None,
     plan: _Plan,
     problems: list[Problem],
+    units: Sequence[str] | None,
 ) -> Post | None:
     """A priced post as a line; a tender's post left unpriced is imported at 0 and counted."""
     before = len(problems)
@@ -222,6 +231,9 @@ def _line(
         problems.append(
             Problem(origin, "Prisinfo/Enhet", f"a quantity ({quantity}) without a unit")
         )
+    unknown = unknown_unit(unit, units) if unit is not None and units is not None else None
+    if unknown is not None:
+        problems.append(Problem(origin, "Prisinfo/Enhet", unknown))
     # NS 3459 writes sums in øre (2 decimals).
     wrong = sum_problem(
         origin, "Prisinfo/Sum", quantity, unit_price, amount, sum_rounding=Decimal("0.005")

@@ -3,7 +3,9 @@
 Decides how one file writes its numbers (decimal comma or point, thousands grouped by spaces,
 points or commas, ``kr`` or ``NOK`` before or after) from all of its figures at once, and reads
 each figure in that format into a ``Decimal``. Never guesses a figure: a text that is not a number
-in the file's format is refused with what it is, so the caller reports it with its place.
+in the file's format is refused with what it is, so the caller reports it with its place. A
+number a workbook stored as one (a binary float) is read as the 15 significant digits Excel keeps
+and shows, never as the float's noise.
 """
 
 from __future__ import annotations
@@ -11,14 +13,30 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Final
 
-__all__ = ["NumberFormat", "NumberRefused", "detect_format", "parse_number"]
+__all__ = ["NumberFormat", "NumberRefused", "detect_format", "excel_number", "parse_number"]
 
 _CURRENCY: Final = re.compile(r"(?i)\b(?:nok|kr)\b\.?|,-$")
 _SPACES: Final = re.compile(r"[\s\u00a0\u202f\u2009']")
 _MINUS: Final = str.maketrans({"\u2212": "-", "\u2013": "-"})
+_COMMA_DECIMALS: Final = re.compile(r",(?:\d{1,2}|\d{4,6})$")
+_POINT_DECIMALS: Final = re.compile(r"\.(?:\d{1,2}|\d{4,6})$")
+_EXCEL_DIGITS: Final = Context(prec=15)
+"""Excel keeps a number to 15 significant digits: what it shows, and what a planner typed."""
+
+
+def excel_number(value: float) -> Decimal:
+    """A float a workbook stored, as the 15 significant digits Excel keeps: a saved formula value
+    of 18524.879999999997 is 18524.88, 0.1 + 0.2 is 0.3, and 1450.0 is 1450 (no exponent, no
+    trailing zeros). The float's exact binary value is rounded, half to even, once."""
+    rounded = _EXCEL_DIGITS.create_decimal_from_float(value).normalize(_EXCEL_DIGITS)
+    if not rounded:
+        return Decimal(0)  # -0.0 too: a sign on nothing is no figure a planner wrote
+    exponent = rounded.as_tuple().exponent
+    # normalize() writes 145000 as 1.45E+5: a whole number is given back as one.
+    return Decimal(int(rounded)) if isinstance(exponent, int) and exponent > 0 else rounded
 
 
 class NumberRefused(ValueError):
@@ -62,9 +80,9 @@ def detect_format(figures: Iterable[str], *, comma_by_default: bool) -> NumberFo
                 comma += 1
             else:
                 point += 1
-        elif re.search(r",\d{1,2}$|,\d{4,6}$", text):
+        elif _COMMA_DECIMALS.search(text):
             comma += 1
-        elif re.search(r"\.\d{1,2}$|\.\d{4,6}$", text):
+        elif _POINT_DECIMALS.search(text):
             point += 1
     if comma and not point:
         return NumberFormat(",", f"{comma} figure(s) end in a comma and decimals")

@@ -128,6 +128,9 @@ class Post:
     """A triple estimate, where the source gives one: its minimum, most likely and maximum."""
     likely: Decimal | None = None
     high: Decimal | None = None
+    distribution: str | None = None
+    """How the triple is drawn (pert, triangular, normal), where the source says."""
+    correlation_group: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,35 +1,33 @@
-"""Rows of a cost breakdown (a csv file, later a sheet) read into posts, every problem at once.
+"""The columns of a cost breakdown (a csv file or a sheet): which row is the header and which
+column holds which field.
 
 Decides which column is which (headers in Norwegian and English, or a mapping file for headers it
-does not know), which rows are lines and which are subtotals (an empty code with a "Sum" text, or
-an account whose sub-accounts add up to it), and what is wrong with a row: a non-number where a
-number belongs, a sum that quantity × unit price does not give, a quantity without a unit, an
-unknown code, a code twice. Pure: rows in, posts or problems out.
+does not know; a description column is the title where no title column stands beside it), where
+the header is (a title block may stand above it), and which rows are subtotals by their text (an
+empty code with a "Sum" text). What the rows below the header become is ``tabular_rows``'. Pure.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Final
 
-from .numbers import NumberFormat, NumberRefused, parse_number
-from .posts import Origin, Post, Problem, sum_problem
-
 __all__ = [
+    "CODE",
     "FIELDS",
     "HEADER_ROWS",
     "Cell",
     "Columns",
     "cell_text",
     "columns_of",
+    "field_text",
     "header_row",
     "is_subtotal",
     "normalise_header",
-    "posts_of",
     "template_of",
 ]
 
@@ -49,6 +47,8 @@ FIELDS: Final = (
     "low",
     "likely",
     "high",
+    "distribution",
+    "correlation_group",
 )
 _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     # Headers as ISY Calcus, Holte, G-prog and in-house templates write them, folded (lower case,
@@ -67,7 +67,20 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     ),
     "ns3451": ("ns3451", "bygningsdel", "bygningsdelskode", "buildingpart"),
     "ns3420": ("ns3420", "ns3420kode", "beskrivelseskode"),
-    "title": ("emne", "tittel", "title", "navn", "name", "tekst", "text", "kontonavn"),
+    "title": (
+        "emne",
+        "tittel",
+        "title",
+        "navn",
+        "name",
+        "tekst",
+        "text",
+        "kontonavn",
+        "kontotekst",
+        "betegnelse",
+        "benevnelse",
+        "posttekst",
+    ),
     "description": ("beskrivelse", "description", "merknad", "note", "notes"),
     "quantity": ("mengde", "antall", "quantity", "qty", "ant"),
     "unit": ("enhet", "enh", "unit", "ehet"),
@@ -78,12 +91,19 @@ _SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
     "low": ("min", "minimum", "lav", "lavt", "laveste", "low", "minnok"),
     "likely": ("sannsynlig", "mestsannsynlig", "likely", "mostlikely", "modus", "likelynok"),
     "high": ("max", "maks", "maksimum", "hoy", "hoyt", "hoyeste", "high", "maxnok"),
+    # How the triple is drawn, and the group it moves with: what the export writes them as.
+    "distribution": ("fordeling", "distribution"),
+    "correlation_group": ("korrelasjonsgruppe", "correlationgroup", "korrelasjon"),
 }
 _POST_NUMBERS: Final = ("postnr", "postnummer", "post")
 """Code headers that number the estimate's posts, not accounts: such a line is compared across
 projects by its NS 3420 code only."""
+_DESCRIBES: Final = ("beskrivelse", "description", "beskrivelsestekst")
+"""Description headers that are a line's title where no title column stands beside them: a
+breakdown with one text column often calls it its description. A remark column (``Merknad``)
+is never a title."""
 _SUBTOTAL: Final = re.compile(r"(?i)^\s*(sum|total|totalt|subtotal|delsum|sub-total)\b")
-_CODE: Final = re.compile(r"^\d{1,6}(?:\.\d{1,6})*$")
+CODE: Final = re.compile(r"^\d{1,6}(?:\.\d{1,6})*$")
 """An NS 3451 building part (2, 21, 213), an NS 3453 / Prosesskode account (02.3) or a post
 number (01.12.1, 03.36.1204)."""
 
@@ -123,6 +143,14 @@ def columns_of(headers: Sequence[str], mapping: Mapping[str, str] | None = None)
             found[name] = i
     if "code" not in found and "ns3451" in found:
         found["code"] = found["ns3451"]  # an account-by-building-part breakdown
+    described = found.get("description")
+    if (
+        "title" not in found
+        and described is not None
+        and normalise_header(headers[described]) in _DESCRIBES
+        and normalise_header(headers[described]) not in given  # a mapping file says what it is
+    ):
+        found["title"] = found.pop("description")
     return Columns(found, tuple(headers))
 
 
@@ -155,7 +183,8 @@ def template_of(headers: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell(row: Sequence[Cell], columns: Columns, name: str) -> str:
+def field_text(row: Sequence[Cell], columns: Columns, name: str) -> str:
+    """The row's cell of field ``name`` as text ("" where the row has no such cell)."""
     i = columns.index.get(name)
     return cell_text(row[i]) if i is not None and i < len(row) else ""
 
@@ -165,220 +194,11 @@ def cell_text(cell: Cell) -> str:
     return cell.strip() if isinstance(cell, str) else f"{cell.normalize():f}"
 
 
-def is_subtotal(row: Sequence[Cell], columns: Columns) -> bool:
-    """A row with no code and a "Sum" (Total, Delsum…) text: a subtotal, never a line."""
-    texts = [cell_text(cell) for cell in row]
-    title = _cell(row, columns, "title")
-    return not _cell(row, columns, "code") and bool(
-        _SUBTOTAL.match(title) or _SUBTOTAL.match(" ".join(texts))
-    )
-
-
-def posts_of(
-    rows: Sequence[tuple[Origin, Columns, Sequence[Cell]]], fmt: NumberFormat
-) -> tuple[list[Post], list[Problem], list[str]]:
-    """The rows' posts (each row read by its own sheet's columns), every problem, and what was
-    skipped (for the import report). Codes are one namespace across sheets."""
-    posts: list[Post] = []
-    problems: list[Problem] = []
-    skipped: list[str] = []
-    for origin, columns, row in rows:
-        texts = [cell_text(cell) for cell in row]
-        if not any(texts):
-            continue
-        if is_subtotal(row, columns):
-            title = _cell(row, columns, "title")
-            skipped.append(f"{origin}: a subtotal ({title or ' '.join(texts).strip()})")
-            continue
-        post = _post(origin, row, columns, fmt, problems)
-        if post is not None:
-            posts.append(post)
-    return _without_subtotals(posts, problems, skipped), problems, skipped
-
-
-def _figure(
-    origin: Origin,
-    row: Sequence[Cell],
-    columns: Columns,
-    name: str,
-    fmt: NumberFormat,
-    problems: list[Problem],
-) -> Decimal | None:
-    i = columns.index.get(name)
-    cell = row[i] if i is not None and i < len(row) else ""
-    if isinstance(cell, Decimal):
-        return cell  # a number the sheet stored as one
-    text = _cell(row, columns, name)
-    if not text:
-        return None
-    try:
-        return parse_number(text, fmt)
-    except NumberRefused as exc:
-        problems.append(
-            Problem(origin, columns.headers[columns.index[name]], f"{exc}; write a plain number")
-        )
-        return None
-
-
-def _post(
-    origin: Origin,
-    row: Sequence[Cell],
-    columns: Columns,
-    fmt: NumberFormat,
-    problems: list[Problem],
-) -> Post | None:
-    before = len(problems)
-    code = _cell(row, columns, "code")
-    header = columns.headers
-
-    def where(name: str) -> str | None:
-        return header[columns.index[name]] if name in columns.index else None
-
-    if not code:
-        problems.append(Problem(origin, where("code"), "no code; write the account or post number"))
-    elif not _CODE.fullmatch(code):
-        problems.append(
-            Problem(
-                origin,
-                where("code"),
-                f"{code!r} is not an NS 3451 or NS 3453 code or a post number (e.g. 21, 02.3 or 01.12.1)",
-            )
-        )
-    amount = _figure(origin, row, columns, "amount", fmt, problems)
-    quantity = _figure(origin, row, columns, "quantity", fmt, problems)
-    unit_price = _figure(origin, row, columns, "unit_price", fmt, problems)
-    unit = _cell(row, columns, "unit") or None
-    if amount is None and quantity is not None and unit_price is not None:
-        amount = quantity * unit_price
-    if amount is None and len(problems) == before:
-        problems.append(Problem(origin, where("amount"), "no sum; write the line's amount"))
-    if quantity is not None and unit is None:
-        problems.append(
-            Problem(
-                origin,
-                where("unit"),
-                f"a quantity ({fmt.show(quantity)}) without a unit; write it (m2, m, stk…)",
-            )
-        )
-    low, likely, high = (
-        _figure(origin, row, columns, name, fmt, problems) for name in ("low", "likely", "high")
-    )
-    problems += _triple_problems(origin, where, low, likely, high, amount)
-    # Spreadsheets often show sums in whole kroner.
-    wrong = sum_problem(
-        origin,
-        where("amount"),
-        quantity,
-        unit_price,
-        amount,
-        sum_rounding=Decimal("0.5"),
-        show=fmt.show,
-    )
-    if wrong is not None:
-        problems.append(wrong)
-    if len(problems) > before or amount is None:
-        return None
-    return Post(
-        origin=origin,
-        code=code,
-        title=_cell(row, columns, "title") or code,
-        amount=amount,
-        quantity=quantity,
-        unit=unit,
-        unit_price=unit_price,
-        ns3451=_cell(row, columns, "ns3451") or None,
-        ns3420=_cell(row, columns, "ns3420") or None,
-        description=_cell(row, columns, "description") or None,
-        post=columns.posts,
-        low=low,
-        likely=likely,
-        high=high,
-    )
-
-
-def _triple_problems(
-    origin: Origin,
-    where: Callable[[str], str | None],
-    low: Decimal | None,
-    likely: Decimal | None,
-    high: Decimal | None,
-    amount: Decimal | None,
-) -> list[Problem]:
-    """A triple estimate's problems: one extreme without the other, or figures out of order."""
-    if low is None and high is None:
-        if likely is None:
-            return []
-        return [Problem(origin, where("likely"), "a most likely figure without min and max")]
-    if low is None or high is None:
-        given, missing = ("high", "min") if low is None else ("low", "max")
-        return [
-            Problem(
-                origin,
-                where(given),
-                f"a triple estimate without its {missing}; write both or neither",
-            )
-        ]
-    mode = likely if likely is not None else amount
-    if mode is not None and not low <= mode <= high:
-        said = "most likely figure" if likely is not None else "sum (no most likely figure given)"
-        return [
-            Problem(
-                origin,
-                where("likely" if likely is not None else "amount"),
-                f"the {said} {mode} is outside min {low} to max {high}; correct the range",
-            )
-        ]
-    return []
-
-
-def _without_subtotals(
-    posts: list[Post], problems: list[Problem], skipped: list[str]
-) -> list[Post]:
-    """An account whose sub-accounts (21, 22… under 2) are lines too is their subtotal when they
-    add up to it, and a problem when they do not; a code twice is a problem."""
-    seen: dict[str, Post] = {}
-    for post in posts:
-        if post.code in seen:
-            problems.append(
-                Problem(
-                    post.origin,
-                    None,
-                    f"code {post.code} again (first at {seen[post.code].origin}); merge the two lines or give them their own codes",
-                )
-            )
-        seen.setdefault(post.code, post)
-    direct: dict[str, list[Post]] = {}
-    for code, post in seen.items():
-        parent = next((p for p in _parents(code) if p in seen), None)
-        if parent is not None:
-            direct.setdefault(parent, []).append(post)
-    kept = []
-    for post in posts:
-        under = direct.get(post.code, [])
-        if not under:
-            kept.append(post)
-            continue
-        total = sum((c.amount for c in under), Decimal(0))
-        if abs(total - post.amount) <= Decimal("0.5") * len(under):
-            skipped.append(
-                f"{post.origin}: a subtotal of {post.code} ({len(under)} lines under it)"
-            )
-        else:
-            problems.append(
-                Problem(
-                    post.origin,
-                    None,
-                    f"account {post.code} says {post.amount} but the {len(under)} line(s) "
-                    f"under it add up to {total}; correct it, or delete the subtotal row",
-                )
-            )
-    return kept
-
-
-def _parents(code: str) -> list[str]:
-    """The codes a line may sit under, nearest first: 01.12 and 01 for 01.12.1, 21 and 2 for
-    213."""
-    if "." in code:
-        parts = code.split(".")
-        return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)]
-    return [code[:i] for i in range(len(code) - 1, 0, -1)]
+def is_subtotal(row: Sequence[Cell], columns: Columns, texts: Sequence[str] | None = None) -> bool:
+    """A row with no code and a "Sum" (Total, Delsum…) text: a subtotal, never a line.
+    ``texts``: the row's cells as text, where the caller has them already."""
+    if field_text(row, columns, "code"):
+        return False
+    if _SUBTOTAL.match(field_text(row, columns, "title")):
+        return True
+    return bool(_SUBTOTAL.match(" ".join(texts if texts is not None else map(cell_text, row))))

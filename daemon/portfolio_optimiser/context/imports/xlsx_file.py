@@ -5,7 +5,8 @@ Decides whether the workbook may be opened at all (a zip within ``MAX_UNCOMPRESS
 or an old ``.xls`` is named as such; a damaged one too), which sheets hold lines (those whose
 first rows name a code and an amount; a cover sheet is skipped and said), and what each cell
 holds: the value Excel saved, read-only. A formula cell Excel never computed has no saved value:
-it is reported with its sheet and cell, never guessed.
+it is reported with its sheet and cell, never guessed. A number is the 15 significant digits
+Excel keeps and shows (a saved 18524.879999999997 is 18524.88), never the binary float's noise.
 """
 
 from __future__ import annotations
@@ -30,18 +31,10 @@ from .kuttliste import (
     kuttliste_header,
     read_kuttliste,
 )
-from .numbers import detect_format
+from .numbers import detect_format, excel_number
 from .posts import Estimate, ImportRefused, Measure, Origin, Post, Problem, estimate_of
-from .tabular import (
-    HEADER_ROWS,
-    Cell,
-    Columns,
-    columns_of,
-    header_row,
-    is_subtotal,
-    posts_of,
-    template_of,
-)
+from .tabular import HEADER_ROWS, Cell, Columns, columns_of, header_row, is_subtotal, template_of
+from .tabular_rows import posts_of
 from .xlsx_sheet import SheetFacts, column_letter, sheet_facts
 
 __all__ = [
@@ -105,8 +98,10 @@ def _cell(value: Any) -> Cell:
         return ""
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, int | float):
-        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    if isinstance(value, float):
+        return excel_number(value)
+    if isinstance(value, int):
+        return Decimal(value)
     if isinstance(value, datetime | date | time | timedelta):
         return str(value.isoformat()) if not isinstance(value, timedelta) else str(value)
     return str(value)
@@ -239,9 +234,11 @@ def read_xlsx_estimate(
     mapping: Mapping[str, str] | None = None,
     project: Mapping[str, Any] | None = None,
     name: str | None = None,
+    units: Sequence[str] | None = None,
 ) -> Estimate:
     """The estimate the workbook at ``path`` holds; raises :class:`ImportRefused` with every
-    problem at once (:class:`MappingNeeded` when no sheet's columns can be told)."""
+    problem at once (:class:`MappingNeeded` when no sheet's columns can be told). ``units``: the
+    config's own units beside the vocabulary (None: units are not checked)."""
     name = name or path.name
     _check_zip(path, name)
     with path.open("rb") as handle:
@@ -309,8 +306,9 @@ def read_xlsx_estimate(
         and str(cells[columns.index[f]]).strip()
     ]
     fmt = detect_format(figures, comma_by_default=True)
-    posts, row_problems, skipped = posts_of(body, fmt)
-    problems += row_problems
+    lines = posts_of(body, fmt, units=units)
+    posts = lines.posts
+    problems += lines.problems
     measures = []
     for sheet in kuttliste:
         read = _kuttliste_of(sheet, name, posts, named=is_kuttliste_name(sheet.name))
@@ -323,8 +321,7 @@ def read_xlsx_estimate(
         f"Read {name} (SHA-256 {digest[:16]}…) as xlsx: the values Excel saved (python-calamine).",
         *how,
         *([f"Figures written as text: {fmt.describe()}."] if figures else []),
-        f"{len(posts)} line(s) imported; {len(skipped)} row(s) skipped.",
-        *(f"Skipped {s}." for s in skipped),
+        *lines.report(),
         *([f"{len(measures)} kuttliste item(s) imported."] if kuttliste else []),
     ]
     return estimate_of(name, digest, posts, how, project, measures)

@@ -124,6 +124,7 @@ def make_portfolio(
     project of its own, with planted dear and cheap posts; and one price request."""
     rng = random.Random(seed)
     all_codes = codes(rng)
+    folder.mkdir(parents=True, exist_ok=True)
     out = TenderPortfolio()
     for i in range(tenders + estimates):
         name = f"tender-{i:02d}" if i < tenders else f"estimate-{i - tenders:02d}"

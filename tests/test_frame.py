@@ -401,7 +401,7 @@ def test_an_import_keeps_a_triple_estimate_and_names_a_broken_one(tmp_path: Path
     with pytest.raises(ImportRefused) as refused:
         read_estimate(broken)
     text = str(refused.value)
-    assert "row 2, column Sum: the sum (no most likely figure given) 1000000 is outside" in text
+    assert "row 2, column Sum: the sum (no most likely figure given) 1 000 000 is outside" in text
     assert "row 3, column Min: a triple estimate without its max" in text
 
 

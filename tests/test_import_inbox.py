@@ -5,6 +5,7 @@ problem in one report while nothing of it reaches ``bundles/projects/``."""
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -305,3 +306,28 @@ def test_an_unknown_unit_is_refused_at_the_inbox_and_taken_once_the_config_names
     assert [(r.kind, r.state) for r in report.results] == [("bundle", "done")]
     [project] = ws.bundles_projects.iterdir()
     assert any(ln.unit == "bøtte" for ln in load_ir_projections(project).cost_lines)
+
+
+@pytest.mark.loadbearing
+def test_a_verdict_saved_before_its_run_settles_is_taken_in_once_it_has(tmp_path: Path) -> None:
+    """A run's folder is published before its candidates are settled into the ledger: an expert
+    quick enough to answer in between (or a verdict copied in with the estimate) is told its
+    candidate is not known yet, and the verdict is taken in as soon as the run settles, not
+    refused for good."""
+    first = _workspace(tmp_path / "a")
+    _csv_folder(tmp_path / "a").rename(first.inbox_projects / "nordvik")
+    _run(first)
+    [run] = (first.outbox / "runs" / "nordvik-school").iterdir()
+    template = sorted((run / "verdicts").glob("*.json"))[0]
+    verdict = json.loads(template.read_text("utf-8"))
+    verdict |= {"decision": "rejected", "rationale": "Not here.", "reviewer": "KE"}
+
+    ws = _workspace(tmp_path / "b")
+    (ws.inbox_verdicts / template.name).write_text(json.dumps(verdict), "utf-8")
+    _csv_folder(tmp_path / "b").rename(ws.inbox_projects / "nordvik")
+    results = _run(ws).results
+    states = [(r.kind, r.state) for r in results]
+    assert states[0] == ("verdict", "reported")  # read first: no run has named it yet
+    assert ("bundle", "done") in states
+    assert states[-1] == ("verdict", "ingested")
+    assert not (ws.inbox_verdicts / f"{template.name}.error.txt").exists()

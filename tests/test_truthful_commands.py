@@ -218,8 +218,14 @@ def test_require_signature_set_while_the_daemon_runs_applies_to_the_next_verdict
     config.write_text(text.replace('require_signature = "off"', 'require_signature = "approvals"'))
     verdict = _approve(first, ws / "inbox" / "verdicts")  # at once: no SIGHUP, no pause
     report = verdict.with_name(verdict.name + ".error.txt")
-    wait_for(report.is_file, 20, what="the unsigned approval to be refused")
-    assert "is not signed, and [verdicts] require_signature = 'approvals'" in report.read_text()
+    # Saved as soon as the folder appears, it may beat the run's settling into the ledger: it
+    # is then told its candidate is not known yet, and read again once the run has settled.
+    unsigned = "is not signed, and [verdicts] require_signature = 'approvals'"
+    wait_for(
+        lambda: report.is_file() and unsigned in report.read_text(),
+        30,
+        what="the unsigned approval to be refused",
+    )
     assert not (ws / "bundles" / "wiki" / "verdicts" / f"{first.stem}.md").exists()
     logged = daemon.stderr()
     assert "verdicts.require_signature: 'off' \\u2192 'approvals'" in logged, logged[-2000:]

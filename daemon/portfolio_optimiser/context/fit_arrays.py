@@ -82,6 +82,25 @@ def median_without(ordered: Sequence[float], value: float) -> float | None:
     return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
 
 
+def quantile_without(ordered: Sequence[float], value: float | None, q: float) -> float | None:
+    """The ``q`` quantile of ``ordered`` (sorted) with one occurrence of ``value`` left out
+    (none when ``value`` is None), interpolated between neighbours as ``numpy.quantile`` is by
+    default."""
+    gone = bisect_left(ordered, value) if value is not None else len(ordered)
+    n = len(ordered) - (1 if value is not None else 0)
+    if n <= 0:
+        return None
+
+    def at(i: int) -> float:
+        return ordered[i] if i < gone else ordered[i + 1]
+
+    place = q * (n - 1)
+    low = int(place)
+    if low + 1 >= n:
+        return at(n - 1)
+    return at(low) + (at(low + 1) - at(low)) * (place - low)
+
+
 def class_rank(key: tuple[str, str]) -> int:
     """A class's place in the order a project's lines are sampled in for its slope: fixed by the
     class alone, so the lines sampled never change with the spreads of other projects' prices."""

@@ -44,6 +44,8 @@ _PROJECT_KEYS = (
     "total_budget_nok",
     "category",
     "correlation",
+    "document",
+    "derived_from",
 )
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
 _MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})

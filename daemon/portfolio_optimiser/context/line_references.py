@@ -36,6 +36,13 @@ class LineReference:
     grade: Grade | None
     compared_as: str = ""
     """What the line was compared as: its NS 3420 code, or its account (then ``code``)."""
+    below: Grade | None = None
+    """How sure the line is priced far *below* what is expected here (a tender's unbalanced
+    bid: a risk, never a saving)."""
+    p10_nok: float = 0.0
+    p90_nok: float = 0.0
+    """The comparables' 10th and 90th percentile unit prices, as written (their spread as a
+    planner reads it: eight in ten of them lie between)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +62,13 @@ class ProjectReferences:
     min_saving_nok: float = 0.0
     min_share: float = 0.0
     """The materiality floor the lines were judged under (the report states it)."""
+    unmatched: tuple[tuple[str, str], ...] = ()
+    """The posts with a quantity nothing could be measured against: (code, why) each, why
+    ``no-code`` (no NS 3420 code), ``unseen`` (no other project prices it), ``unit`` (others
+    price it in another unit) or ``thin`` (fewer comparables than a reference needs)."""
+    version: str = ""
+    """Which state of the portfolio the lines were measured against: a digest of the classes
+    they were compared with (``reference <12 hex digits>`` in a report)."""
 
     def get(self, code: str, unit: str) -> LineReference | None:
         return next((r for r in self.lines if r.code == code and r.unit == unit), None)
@@ -66,6 +80,8 @@ class ProjectReferences:
             "min_saving_nok": self.min_saving_nok,
             "min_share": self.min_share,
             "lines": [line.to_dict() for line in self.lines],
+            "unmatched": [list(u) for u in self.unmatched],
+            "version": self.version,
         }
 
     @classmethod
@@ -76,4 +92,6 @@ class ProjectReferences:
             int(data.get("min_comparables", 4)),
             float(data.get("min_saving_nok", 0.0)),
             float(data.get("min_share", 0.0)),
+            tuple((str(c), str(w)) for c, w in data.get("unmatched", ())),
+            str(data.get("version", "")),
         )

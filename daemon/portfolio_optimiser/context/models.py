@@ -21,7 +21,9 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
 
 __all__ = [
+    "COMPUTED",
     "REFERENCE_PRICE",
+    "UNBALANCED_BID",
     "Candidate",
     "CostLine",
     "LearnedRate",
@@ -35,6 +37,11 @@ __all__ = [
 ]
 
 REFERENCE_PRICE: Final = "reference_price"
+UNBALANCED_BID: Final = "unbalanced_bid"
+"""A tender's post priced far below what the portfolio has paid: a risk, never a saving (it
+claims 0 NOK; what is at stake is its own field)."""
+COMPUTED: Final = frozenset({REFERENCE_PRICE, UNBALANCED_BID})
+"""Measure types the reference classes find: identified by their line and unit, not a figure."""
 """The measure type of a line priced above its reference: its saving is computed, never written."""
 
 Money = int | float
@@ -226,6 +233,12 @@ class Project(_IR):
     total_budget_nok: Money | None = None
     category: str | None = Field(default=None, max_length=60)
     """What kind of project (school, road, hospital): comparables come from the same kind first."""
+    document: Literal["estimate", "tender", "price-request"] | None = None
+    """What the bundle is: a tender (``Pristilbud``) is checked post by post against the
+    portfolio, a price request (``Prisforespørsel``) priced from it; None: an estimate."""
+    derived_from: str | None = None
+    """Set on a bundle priced from the portfolio itself (a price request's, ``reference
+    <version>``): its prices are the portfolio's own, so it is never a comparable."""
     correlation: dict[str, float] = Field(default_factory=dict)
     """Each correlation group's coefficient (0 to 1): the lines of a group move together in the
     uncertainty frame; lines of different groups, or of none, independently."""
@@ -286,7 +299,7 @@ def identity_literal(measure_type: str, saving_literal: str, unit: str | None) -
     (its saving moves with the portfolio, its line does not), else the saving as written. A
     reference price that names no unit (a model's proposal, a verdict written before units)
     keeps its saving: ``unit:`` alone would make every such proposal on a code one candidate."""
-    if measure_type == REFERENCE_PRICE and unit:
+    if measure_type in COMPUTED and unit:
         return f"unit:{unit}"
     return saving_literal
 
@@ -348,6 +361,14 @@ class Candidate(_IR):
     claimed_delta_p85_nok: Money | None = None
     learned_rate: LearnedRate | None = None
     """How a measure learned from a verdict (``origin`` ``verdict:``) was carried here."""
+    at_stake_nok: Money | None = None
+    """A risk's (``UNBALANCED_BID``) sum at stake: quantity × (the price expected − its price),
+    what the owner pays beyond the bid if the quantity grows and the bidder claims the
+    difference. Never a saving: a risk claims 0 NOK."""
+
+    @property
+    def is_risk(self) -> bool:
+        return self.measure_type == UNBALANCED_BID
 
     @model_validator(mode="before")
     @classmethod

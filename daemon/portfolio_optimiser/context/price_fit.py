@@ -26,6 +26,8 @@ the portfolio will stand once it replaces its earlier version).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -36,6 +38,7 @@ from .fit_arrays import (
     Entries,
     class_rank,
     median_without,
+    quantile_without,
     theil_sen_points,
 )
 from .fit_portfolio import ClassKey, FitLine, PortfolioFit
@@ -44,7 +47,7 @@ from .line_references import Grade, LineReference, ProjectReferences
 if TYPE_CHECKING:  # reference.py builds on this module; typing only
     from .reference import ReferenceIndex, ReferenceRule
 
-__all__ = ["PriceFit", "grade", "weighted_price"]
+__all__ = ["PriceFit", "grade", "grade_below", "weighted_price"]
 
 
 def weighted_price(entries: Sequence[tuple[float, float]]) -> float:
@@ -62,6 +65,7 @@ class PriceFit:
     def __init__(self, index: ReferenceIndex) -> None:
         self.rule = index.rule
         self._fit = PortfolioFit(index)
+        self._codes: frozenset[str] | None = None
 
     def entries(self) -> Entries:
         """Every index entry's figures as arrays, to measure many projects' posts at once."""
@@ -152,6 +156,37 @@ class PriceFit:
                 found.append(reference)
         return self.references(project_id, tuple(found))
 
+    def completed(
+        self,
+        found: ProjectReferences,
+        category: str | None,
+        posts: Iterable[tuple[str, str, str, float]],
+    ) -> ProjectReferences:
+        """``found`` (what ``assess`` measured) with what it leaves out of a project's posts
+        with a quantity, each (code, compared as, unit, unit price: 0 for none): an unpriced
+        post's quote (``quote``), the reason a post has no reference, and the digest of the
+        classes the figures came from."""
+        have = {(r.code, r.unit) for r in found.lines}
+        quotes: list[LineReference] = []
+        unmatched: list[tuple[str, str]] = []
+        for code, compared_as, unit, price in posts:
+            if not compared_as:
+                unmatched.append((code, "no-code"))
+            elif (code, unit) in have:
+                continue
+            elif price <= 0 and (quote := self.quote(code, compared_as, unit, category)):
+                quotes.append(quote)
+                have.add((code, unit))
+            else:
+                unmatched.append((code, self.why_unmatched(compared_as, unit)))
+        lines = found.lines + tuple(quotes)
+        return dataclasses.replace(
+            found,
+            lines=lines,
+            unmatched=tuple(unmatched),
+            version=self.digest((r.compared_as or r.code, r.unit) for r in lines),
+        )
+
     def references(self, project_id: str, lines: tuple[LineReference, ...]) -> ProjectReferences:
         rule = self.rule
         return ProjectReferences(
@@ -184,7 +219,7 @@ class PriceFit:
         key = line.key
         residual = self._fit.residual(old) if old is not None else None
         spread = self._fit.spread(residual, key)
-        median = self._median_price(key, among, old)
+        p10, median, p90 = self._percentiles(key, among, old)
         shift = level[0] + level[1] * self._fit.loading[key]
         expected = math.exp(centre + shift)
         sigmas = (math.log(price) - centre - shift) / spread
@@ -200,15 +235,68 @@ class PriceFit:
             sigmas=round(sigmas, 2),
             grade=grade(self.rule, n, price, expected, sigmas),
             compared_as=key[0],
+            below=grade_below(self.rule, n, price, expected, sigmas),
+            p10_nok=round(p10, 2) if p10 is not None else 0.0,
+            p90_nok=round(p90, 2) if p90 is not None else 0.0,
         )
 
-    def _median_price(self, key: ClassKey, among: str | None, own: FitLine | None) -> float | None:
-        """The comparables' median unit price as written (in ``among`` when named), without the
-        project's own line."""
+    def _percentiles(
+        self, key: ClassKey, among: str | None, own: FitLine | None
+    ) -> tuple[float | None, float | None, float | None]:
+        """The comparables' P10, median and P90 unit prices as written (in ``among`` when
+        named), without the project's own line."""
         prices = self._fit.prices(key, among)
-        if own is not None and (among is None or own.category == among):
-            return median_without(prices, own.price)
-        return statistics.median(prices) if prices else None
+        mine = own.price if own is not None and (among is None or own.category == among) else None
+        median = (
+            median_without(prices, mine)
+            if mine is not None
+            else (statistics.median(prices) if prices else None)
+        )
+        return quantile_without(prices, mine, 0.1), median, quantile_without(prices, mine, 0.9)
+
+    def quote(
+        self, code: str, compared_as: str, unit: str, category: str | None
+    ) -> LineReference | None:
+        """What the portfolio has paid for a post it has no price for (a price request's):
+        its comparables' median, P10 and P90 as written, in the project's category when that
+        has enough of them; None when no project prices it in this unit."""
+        key = (compared_as, unit)
+        if key not in self._fit.key_index:
+            return None
+        among = self._centre_key(key, category, others=0)
+        p10, median, p90 = self._percentiles(key, among, None)
+        if median is None or p10 is None or p90 is None:
+            return None
+        return LineReference(
+            code=code,
+            unit=unit,
+            category=among,
+            n=len(self._fit.prices(key, among)),
+            median_nok=round(median, 2),
+            expected_nok=round(median, 2),
+            level=1.0,
+            spread=round(self._fit.spread(None, key), 4),
+            sigmas=0.0,
+            grade=None,
+            compared_as=compared_as,
+            p10_nok=round(p10, 2),
+            p90_nok=round(p90, 2),
+        )
+
+    def why_unmatched(self, compared_as: str, unit: str) -> str:
+        """Why a post coded ``compared_as`` in ``unit`` has no reference: ``unit`` when others
+        price the code in another unit, else ``unseen``."""
+        if self._codes is None:
+            self._codes = frozenset(code for code, _unit in self._fit.key_index)
+        return "unit" if compared_as in self._codes else "unseen"
+
+    def digest(self, keys: Iterable[tuple[str, str]]) -> str:
+        """Which state of these classes a figure came from: a digest of their comparables'
+        prices, the same whatever order the projects arrived in."""
+        h = hashlib.sha256()
+        for key in sorted(set(keys)):
+            h.update(repr((key, self._fit.prices(key, None))).encode())
+        return h.hexdigest()[:12]
 
 
 def grade(
@@ -220,5 +308,19 @@ def grade(
     if sigmas >= rule.threshold:
         return "likely"
     if sigmas >= rule.possible_threshold:
+        return "possible"
+    return None
+
+
+def grade_below(
+    rule: ReferenceRule, n: int, price: float, expected: float, sigmas: float
+) -> Grade | None:
+    """How sure a line is priced far *below* what is expected here (a tender's unbalanced
+    bid), if it is at all: ``grade`` mirrored, on the same thresholds."""
+    if n < rule.min_comparables or price > expected * (1 - rule.min_excess):
+        return None
+    if -sigmas >= rule.threshold:
+        return "likely"
+    if -sigmas >= rule.possible_threshold:
         return "possible"
     return None

@@ -187,7 +187,10 @@ class ProjectPrices:
     @classmethod
     def of(cls, project: Project) -> ProjectPrices:
         # A project prices a class once: several posts of one description count as one
-        # comparable, at their quantity-weighted unit price.
+        # comparable, at their quantity-weighted unit price. A bundle priced from the
+        # portfolio itself prices none: its prices would vouch for themselves.
+        if project.derived_from:
+            return cls(project.id, project.category, (), Posts(), _size(project))
         return cls(
             project.id,
             project.category,
@@ -226,8 +229,17 @@ class ReferenceIndex:
         return PriceFit(self)
 
     def assess(self, project: Project) -> ProjectReferences:
-        """Every priced line of ``project`` against the others: the snapshot a run uses."""
-        return self.assess_prices(ProjectPrices.of(project))
+        """Every priced line of ``project`` against the others, every unpriced one quoted, and
+        why a post was not measured: the snapshot a run uses."""
+        posts = [
+            (line.code, line.compared_as or "", unit, float(line.unit_price_nok or 0))
+            for line in project.cost_lines
+            if line.quantity is not None
+            and line.quantity > 0
+            and (unit := normalise_unit(line.unit)) is not None
+        ]
+        found = self.assess_prices(ProjectPrices.of(project))
+        return self.fit.completed(found, project.category, posts)
 
     def assess_prices(self, prices: ProjectPrices) -> ProjectReferences:
         """The same, from what the compact index keeps of the project."""

@@ -9,21 +9,19 @@ rule and the recomputed numbers, so the reasoning can be redone by hand.
 | rule | rejects when |
 |---|---|
 | codes_exist | an affected code is not a cost line of the project |
-| saving_positive | the claimed saving is zero, negative or not finite |
+| saving_positive | the claimed saving is zero, negative or not finite (a risk, an unbalanced bid: it claims anything but 0 NOK, or names no sum at stake) |
 | saving_within_cost | the saving is above what the affected lines cost together |
 | arithmetic | quantity × unit price is given and differs from the saving by more than 0.5 NOK, or an affected line's own quantity × unit price differs from its amount |
 | no_double_counting | the same candidate or kuttliste item is already counted, or with the accepted candidates that share its codes it claims more than those lines cost |
-| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no line the portfolio's reference fit grades, or the price expected there gives less than the saving claimed |
+| evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no line the portfolio's reference fit grades, or the price expected there gives less than the saving claimed (for a risk: the fit does not grade the post as priced far below, or its sum at stake is not what the expected price gives) |
 | frame_reproduced | a ΔP50 or ΔP85 is claimed and the uncertainty frame, simulated again from the bundle and the seed, gives another figure (by more than 0.5 NOK), or has none to give |
 """
 
 from __future__ import annotations
 
 import math
-import posixpath
 from collections.abc import Iterable, Sequence
 from decimal import Context, Decimal, localcontext
-from urllib.parse import unquote
 
 from ._allocation import assignable
 from .decisions import (
@@ -37,9 +35,10 @@ from .decisions import (
     RuleOutcome,
     line_recomputed,
 )
+from .evidence import evidence_inside_bundle
 from .frame import DEFAULT_RULE, FrameRule, candidate_delta
 from .models import Candidate, Money, Project
-from .reference import LINK_PREFIX, ProjectReferences, check_reference
+from .reference import ProjectReferences
 
 __all__ = [
     "ARITHMETIC_TOLERANCE_NOK",
@@ -122,12 +121,14 @@ def _validate(
         missing = [code for code in codes if project.line(code) is None]
     checks = [
         _codes_exist(candidate, codes, missing, project),
-        _saving_positive(candidate),
+        _claims_nothing(candidate) if candidate.is_risk else _saving_positive(candidate),
     ]
     cost_known = not missing
     saving_ok = checks[1].outcome is RuleOutcome.PASSED
     checks.append(
-        _saving_within_cost(candidate, codes, project)
+        _passed(Rule.SAVING_WITHIN_COST, "a risk claims no saving to fit in the lines' cost")
+        if candidate.is_risk and saving_ok
+        else _saving_within_cost(candidate, codes, project)
         if cost_known and saving_ok
         else _skipped(Rule.SAVING_WITHIN_COST)
     )
@@ -139,7 +140,7 @@ def _validate(
         if cost_known and saving_ok
         else _skipped(Rule.NO_DOUBLE_COUNTING)
     )
-    checks.append(_evidence_inside_bundle(candidate, project, references, accepted))
+    checks.append(evidence_inside_bundle(candidate, project, references, accepted))
     checks.append(
         _frame_reproduced(candidate, project, frame)
         if cost_known and saving_ok
@@ -243,6 +244,24 @@ def _saving_positive(candidate: Candidate) -> RuleCheck:
         )
     return _passed(
         Rule.SAVING_POSITIVE, f"the claimed saving {candidate.saving_literal} NOK is above zero"
+    )
+
+
+def _claims_nothing(candidate: Candidate) -> RuleCheck:
+    """A risk's second rule: it claims 0 NOK, and names a sum at stake (checked against the
+    reference with its evidence)."""
+    stake = candidate.at_stake_nok
+    if candidate.claimed_saving_nok != 0:
+        return _failed(
+            Rule.SAVING_POSITIVE,
+            f"a risk is never a saving, and it claims {candidate.saving_literal} NOK; claim 0",
+        )
+    if stake is None or not math.isfinite(stake) or stake <= 0:
+        return _failed(Rule.SAVING_POSITIVE, "a risk names no sum at stake above zero")
+    return _passed(
+        Rule.SAVING_POSITIVE,
+        f"a risk, not a saving: it claims 0 NOK, with {_nok(_dec(stake))} NOK at stake",
+        at_stake_nok=_nok(_dec(stake)),
     )
 
 
@@ -368,53 +387,3 @@ def _overlapping(candidate: Candidate, accepted: Sequence[Candidate]) -> list[Ca
                 rest.remove(other)
                 grew = True
     return [c for c in accepted if c in group]
-
-
-def _evidence_inside_bundle(
-    candidate: Candidate,
-    project: Project,
-    references: ProjectReferences | None,
-    accepted: Sequence[Candidate],
-) -> RuleCheck:
-    if not candidate.evidence:
-        return _failed(
-            Rule.EVIDENCE_INSIDE_BUNDLE,
-            "no evidence link is given; name at least one concept of the bundle the figures come from",
-        )
-    for link in candidate.evidence:
-        if link.startswith(LINK_PREFIX):
-            wrong = (
-                check_reference(candidate, project, references, link, accepted)
-                if references is not None
-                else f"evidence link {link!r} names a reference class, and this check had none"
-            )
-            if wrong is not None:
-                return _failed(Rule.EVIDENCE_INSIDE_BUNDLE, wrong)
-            continue
-        rel = evidence_path(link)
-        if rel is None:
-            return _failed(Rule.EVIDENCE_INSIDE_BUNDLE, f"evidence link {link!r} leaves the bundle")
-        if rel not in project.files:
-            return _failed(
-                Rule.EVIDENCE_INSIDE_BUNDLE, f"evidence link {link!r} names no file in the bundle"
-            )
-    return _passed(
-        Rule.EVIDENCE_INSIDE_BUNDLE,
-        f"{len(candidate.evidence)} evidence link(s) resolve inside the bundle or the portfolio",
-    )
-
-
-def evidence_path(link: str) -> str | None:
-    """A bundle-root-relative POSIX path for an evidence link, or ``None`` when it leaves the bundle."""
-    path = unquote(link.split("#", 1)[0]).replace("\\", "/").strip()
-    if (
-        not path
-        or "\x00" in path
-        or path.lower().startswith("file:")
-        or (len(path) > 1 and path[1] == ":")
-    ):
-        return None
-    normal = posixpath.normpath(path.lstrip("/"))
-    if normal in {".", ".."} or normal.startswith("../") or normal.startswith("/"):
-        return None
-    return normal

@@ -123,6 +123,16 @@ class Intake:
                         taken.append(result)
         return taken
 
+    def look_at_verdicts_again(self) -> list[ItemResult]:
+        """After a run settles: each verdict file in the inbox looked at again, so one that named
+        a candidate the run had not yet recorded is taken in now (the rest are read before)."""
+        taken = []
+        inbox = self.workspace.inbox_verdicts
+        for entry in sorted(inbox.iterdir()) if inbox.is_dir() else []:
+            if signed_verdict(entry) is None and (result := self.observe(entry)) is not None:
+                taken.append(result)
+        return taken
+
     def settle_by_age(self) -> None:
         """For ``once``: an entry whose newest change is older than its quiet period is ready now.
 

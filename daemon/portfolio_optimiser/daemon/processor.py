@@ -185,6 +185,9 @@ class Processor:
         results.extend(self._waves(ready, stop))
         if self._reruns_in(quiet_s) == 0.0 and not stop():
             results.extend(desk.reruns(stop))
+        if any(r.kind in ("bundle", "rerun") and r.state == "done" for r in results):
+            with self._verdicts:  # a verdict faster than the run's settling is taken in now
+                results.extend(self._verdict_done(r) for r in self.intake.look_at_verdicts_again())
         if _pages_due(self) and not stop():
             desk.portfolio.publish_pages()
         self.history.extend(results)

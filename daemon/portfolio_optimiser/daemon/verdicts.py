@@ -150,10 +150,11 @@ def ingest_verdict(
         known is not None
         and known.state == "failed"
         and report_path(path).exists()
-        and (not known.detail or known.detail == signing.trust()[1])
+        and _refusal_stands(known.detail or "", ledger, signing)
     ):
         # The same broken bytes, already reported: the report stands, nothing to rewrite (unless
-        # the trust files or the policy it was refused under changed since).
+        # the trust files or the policy it was refused under changed since, or the candidate it
+        # named has been recorded since).
         return VerdictOutcome(VerdictState.ALREADY, known.error or "reported before")
     current = (
         ledger.records.latest_verdict(known.detail) if known is not None and known.detail else None
@@ -191,7 +192,7 @@ def ingest_verdict(
             "in outbox/runs/<project>/<run>/verdicts/"
         )
         _report(path, sentence, now_iso=now_iso)
-        _failed(ledger, digest, path, sentence, now_iso)
+        _failed(ledger, digest, path, sentence, now_iso, stamp=f"{_AWAITING}{verdict.id}")
         return VerdictOutcome(VerdictState.REPORTED, sentence, verdict.id)
 
     previous = ledger.records.latest_verdict(verdict.id)
@@ -270,6 +271,18 @@ def ingest_verdict(
     return VerdictOutcome(VerdictState.INGESTED, message, verdict.id, promoted, retracted)
 
 
+_AWAITING = "awaiting:"
+"""A refusal's stamp for a verdict that named no recorded candidate: a run may record it yet
+(its folder is published before its candidates are settled into the ledger)."""
+
+
+def _refusal_stands(stamp: str, ledger: Ledger, signing: Signing) -> bool:
+    """Whether a verdict refused under ``stamp`` would be refused again for the same reason."""
+    if stamp.startswith(_AWAITING):
+        return ledger.records.candidate(stamp.removeprefix(_AWAITING)) is None
+    return not stamp or stamp == signing.trust()[1]
+
+
 def _done(ledger: Ledger, digest: str, path: Path, candidate_id: str, now_iso: str) -> None:
     with ledger.together():
         ledger.begin(digest, kind="verdict", name=path.name, now=now_iso)
@@ -337,11 +350,15 @@ def _record_reasoning(
             )
         loaded = store.load()
         conclusions = loaded.citing("conclusion", assessment.id)
-        if conclusions:
+        # A run that reused the standing conclusion on its candidate concluded nothing of its
+        # own: the verdict validates the one that stands (a second would be refused).
+        subject = getattr(assessment.body, "subject", "")
+        standing = conclusions[-1] if conclusions else loaded.standing_conclusion(subject)
+        if standing is not None:
             store.record(
-                task,
+                standing.task,
                 ValidationInput(
-                    conclusion=conclusions[-1].id,
+                    conclusion=standing.id,
                     check="expert verdict",
                     outcome="pass" if verdict.approves else "fail",
                     evidence=evidence,

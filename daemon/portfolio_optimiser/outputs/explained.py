@@ -50,9 +50,9 @@ def references_section(result: RunResult, red: Redactor) -> list[str]:
         )
         rows.append(
             (
-                0 if reference.grade == "likely" else 1,
+                0 if (reference.below if cand.is_risk else reference.grade) == "likely" else 1,
                 [
-                    f"### {reference.grade or 'not graded'}: `{cand.id}`, "
+                    f"### {cand.grade or 'not graded'}: `{cand.id}`, "
                     f"{md(red.text(cand.title, 'a candidate title'))}",
                     "",
                     f"{md(red.text(cand.rationale, 'a candidate rationale'))}",
@@ -68,12 +68,14 @@ def references_section(result: RunResult, red: Redactor) -> list[str]:
                     + f" | {reference.n} |",
                     f"| their median as written, NOK per {md(reference.unit)} | "
                     f"{format_nok(reference.median_nok)} |",
+                    f"| their P10–P90 as written, NOK per {md(reference.unit)} | "
+                    f"{format_nok(reference.p10_nok)}–{format_nok(reference.p90_nok)} |",
                     f"| this project's price level at this code | {reference.level:.2f} |",
                     f"| expected here (their prices at a common level, times this project's), "
                     f"NOK per {md(reference.unit)} | "
                     f"{format_nok(reference.expected_nok)} |",
-                    f"| robust deviations above it (spread {reference.spread:.0%}) | "
-                    f"{reference.sigmas:.1f} |",
+                    f"| robust deviations {'below' if cand.is_risk else 'above'} it (spread "
+                    f"{reference.spread:.0%}) | {abs(reference.sigmas):.1f} |",
                     "",
                 ],
             )

@@ -80,11 +80,15 @@ def publish_folder(files: Mapping[str, bytes], *, parent: Path, name: str) -> Pa
     try:
         for rel, data in files.items():
             path = tmp / rel
-            if not path.parent.exists():
-                path.parent.mkdir()
+            path.parent.mkdir(parents=True, exist_ok=True)
             _write_file(path, data)
         # Deepest folders first, so each folder's entries are durable before it is renamed.
-        inner = {(tmp / rel).parent for rel in files} - {tmp}
+        inner = {
+            folder
+            for rel in files
+            for folder in (tmp / rel).parents
+            if folder != tmp and folder.is_relative_to(tmp)
+        }
         for folder in sorted(inner, key=lambda p: (-len(p.parts), p)):
             fsync_dir(folder)
         fsync_dir(tmp)

@@ -22,6 +22,7 @@ from portfolio_optimiser.reasoning.redaction import RedactionRefused, scrub_valu
 
 from ._markdown import format_nok
 from ._markdown import md as _md
+from .candidate_table import candidates_table
 from .explained import (
     changes_section,
     learned_section,
@@ -30,7 +31,8 @@ from .explained import (
     sources_section,
 )
 from .frame_report import frame_section, outcome_section
-from .worksheet import candidates_table, decision_cell, worksheet_section
+from .tender_report import priced_section, tender_section
+from .worksheet import decision_cell, worksheet_section
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import RunResult
@@ -111,7 +113,7 @@ def savings_by_code(result: RunResult) -> list[tuple[str, Decimal]]:
     """
     totals: dict[str, Decimal] = {}
     for run in result.candidates:
-        if run.validated:
+        if run.validated and not run.candidate.is_risk:
             label = " + ".join(sorted(set(run.candidate.affected_codes)))
             totals[label] = totals.get(label, Decimal(0)) + _money(run.candidate.claimed_saving_nok)
     return sorted(totals.items())
@@ -274,6 +276,8 @@ def render_report(
         "",
         *candidates_table(result, red),
         "",
+        *tender_section(result, red),
+        *priced_section(result, red),
         *outcome_section(result, red),
         *frame_section(result, red),
         *worksheet_section(result, red),

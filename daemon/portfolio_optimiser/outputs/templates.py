@@ -58,6 +58,8 @@ def template_for(
         "measure_type": cand.measure_type,
         # The raw number as proposed: the expert compares it with adjusted_saving_nok.
         "claimed_saving_nok": cand.claimed_saving_nok,
+        # A risk claims nothing; what the expert judges is the sum at stake.
+        **({"at_stake_nok": cand.at_stake_nok} if cand.is_risk else {}),
         **({"unit": cand.unit} if cand.unit else {}),
         **({"grade": cand.grade} if cand.grade else {}),
         "consequence": cand.rationale,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 from portfolio_optimiser.context.decisions import Rule, line_recomputed
 from portfolio_optimiser.context.ns3451 import ns3451_name
 from portfolio_optimiser.context.reference import LINK_PREFIX, reference_saving
+from portfolio_optimiser.context.tender import at_stake
 
 from ._markdown import format_nok, md
 
@@ -30,11 +31,11 @@ if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs n
     from .report import Redactor
 
 __all__ = [
-    "candidates_table",
     "code_label",
     "decided_text",
     "decision_cell",
     "norwegian_figures",
+    "not_recomputed",
     "worksheet_section",
 ]
 
@@ -192,6 +193,14 @@ def _working(run: CandidateRun, result: RunResult, red: Redactor) -> str | None:
         return None
     line, price, expected, quantity = priced
     unit = md(red.text(line.unit or "", "a unit"))
+    if cand.is_risk:
+        gap = (Decimal(str(expected)) - Decimal(str(price))) * Decimal(str(quantity))
+        return (
+            f"({format_nok(Decimal(str(expected)).quantize(_CENT))} NOK/{unit} expected here − "
+            f"{format_nok(price)} bid) × {format_nok(quantity)} {unit} = "
+            f"{format_nok(gap.quantize(_CENT))} NOK, {_ROUNDED}: "
+            f"{format_nok(cand.at_stake_nok or 0)} NOK at stake if the quantity doubles"
+        )
     excess = (Decimal(str(price)) - Decimal(str(expected))) * Decimal(str(quantity))
     return (
         f"({format_nok(price)} − {format_nok(Decimal(str(expected)).quantize(_CENT))} NOK/{unit} "
@@ -200,7 +209,7 @@ def _working(run: CandidateRun, result: RunResult, red: Redactor) -> str | None:
     )
 
 
-def _not_recomputed(run: CandidateRun) -> str | None:
+def not_recomputed(run: CandidateRun) -> str | None:
     """Why the validator recomputed no saving for an accepted candidate; None when it did (its
     ``arithmetic`` check recomputed quantity × unit price, or its reference check the excess
     over the price expected) or rejected it. Read from the receipt and the candidate's fields."""
@@ -241,6 +250,13 @@ def _checked(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
                 )
         if check.rule is Rule.EVIDENCE_INSIDE_BUNDLE and (priced := _priced(run, result)):
             _line, price, expected, quantity = priced
+            if run.candidate.is_risk:
+                said.append(
+                    f"the fit grades the post as priced far below the {format_nok(expected)} "
+                    f"NOK expected here, and {format_nok(at_stake(price, expected, quantity))} "
+                    f"NOK is at stake ({_ROUNDED}), as claimed"
+                )
+                continue
             said.append(
                 f"at the price expected here the line saves "
                 f"{format_nok(reference_saving(price, expected, quantity))} NOK ({_ROUNDED}), "
@@ -275,10 +291,14 @@ def _one(run: CandidateRun, result: RunResult, red: Redactor) -> list[str]:
             f", {_percent(saving, Decimal(str(result.base_estimate_nok)))} of the base estimate "
             f"({format_nok(result.base_estimate_nok)} NOK)"
         )
-    out.append(f"- Saving: {working}; {shares}")
+    out.append(
+        f"- Risk, not a saving (counted in no total): {working}"
+        if cand.is_risk
+        else f"- Saving: {working}; {shares}"
+    )
     if run.validator.outcome == "accepted":
         said = "; ".join(_checked(run, result, red))
-        why = _not_recomputed(run)
+        why = not_recomputed(run)
         if why is None:
             out.append(f"- Validator: accepted ({said})")
         else:
@@ -332,70 +352,3 @@ def worksheet_section(result: RunResult, red: Redactor) -> list[str]:
             out.append(f"- Verdict: {decided_text(cand, decided, red)}{said}")
         out.append("")
     return out
-
-
-def _validator_cell(run: CandidateRun, red: Redactor) -> str:
-    decision = run.validator
-    if decision.outcome == "accepted":
-        why = _not_recomputed(run)
-        said = f", not recomputable: {md(red.text(why, run.candidate.id))}" if why else ""
-        return f"accepted{said}"
-    reason = red.text(decision.reason, f"the validator's reason for {run.candidate.id}")
-    return f"rejected (`{decision.rule.value}`): {md(reason)}"
-
-
-def _checker_cell(run: CandidateRun, red: Redactor) -> str:
-    outcome = run.checker.outcome
-    reason = run.checker.reason
-    said = md(red.text(reason, f"the checker's reason for {run.candidate.id}")) if reason else ""
-    label = {
-        "approved": "approved",
-        "rejected": "blocked",
-        "no_verdict": "no verdict (fails open)",
-        "not_run": "not run",
-    }[outcome]
-    return f"{label}: {said}" if said else label
-
-
-def candidates_table(result: RunResult, red: Redactor) -> list[str]:
-    """The candidates at a glance: one row each, the ones experts rejected kept and marked."""
-    if not result.candidates and not result.declined:
-        return ["No candidates were proposed in this run."]
-    lines = [
-        "| id | title | from | codes | claimed saving (NOK) | validator | checker | verdict |",
-        "|---|---|---|---|---:|---|---|---|",
-    ]
-    for run in result.candidates:
-        cand = run.candidate
-        where = f"candidate {cand.id}"
-        title = md(red.text(cand.title, where)) or "(untitled)"
-        if run.precedent:
-            title += " ⚠ rejected before"
-        codes = ", ".join(md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
-        origin = md(red.text(origin_label(cand.origin), where))
-        lines.append(
-            f"| `{cand.id}` | {title} | {origin} | {codes} | {format_nok(cand.claimed_saving_nok)} | "
-            f"{_validator_cell(run, red)} | {_checker_cell(run, red)} | "
-            f"{decision_cell(run, result, red)} |"
-        )
-    for cand in result.declined:  # rejected by an expert: kept in the table, not checked again
-        where = f"candidate {cand.id}"
-        decided = result.decided.get(cand.id)
-        codes = ", ".join(md(red.text(code_label(c, result), where)) for c in cand.affected_codes)
-        lines.append(
-            f"| `{cand.id}` | {md(red.text(cand.title, where)) or '(untitled)'} | "
-            f"{md(red.text(origin_label(cand.origin), where))} | {codes} | "
-            f"{format_nok(cand.claimed_saving_nok)} | not checked again | not run | "
-            f"{decided_text(cand, decided, red) if decided is not None else 'rejected'} |"
-        )
-    return lines
-
-
-def origin_label(origin: str) -> str:
-    kind, _, name = origin.partition(":")
-    return {
-        "measure-option": f"your list ({name})",
-        "model": f"model ({name})",
-        "verdict": "learned from a verdict",
-        "reference": f"reference prices ({name})",
-    }.get(kind, origin or "unknown")

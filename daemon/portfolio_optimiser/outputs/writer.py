@@ -27,6 +27,7 @@ from .folders import publish_folder
 from .frame_report import frame_files
 from .report import SVG_NAME, Redactor, render_report, render_savings_svg, savings_by_code
 from .templates import VERDICT_SCHEMA, dump_json, template_for, template_name
+from .tender_report import priced_files
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
@@ -226,6 +227,7 @@ def build_run_files(
         "utf-8"
     )
     files |= frame_files(result, red)
+    files |= priced_files(result, red)
     provenance = _provenance(result, red, stamp)
     report = render_report(result, redactor=red, stamp=stamp, templates=names)
     # Last, so it lists what the report itself had to clean as well.

@@ -1,8 +1,8 @@
 """The local path: candidates and reviews that need no model, no credential and no network.
 
 Decides: which candidates deterministic rules propose (the bundle's own kuttliste, then measures
-learned from approved verdicts on codes this project has, carried as rates, and the lines priced
-above their reference class), and the structured local review a
+learned from approved verdicts on codes this project has, carried as rates, the lines priced
+above their reference class, and a tender's posts priced far below it), and the structured local review a
 candidate gets when the plan consults nobody. Every candidate still goes through the validator.
 """
 
@@ -14,13 +14,13 @@ from typing import Any
 
 from portfolio_optimiser.context.candidates import kuttliste_candidates
 from portfolio_optimiser.context.decisions import Accepted, Decision
-from portfolio_optimiser.context.models import Candidate, LearnedRate, Project
-from portfolio_optimiser.context.reference import MEASURE_TYPE as REFERENCE_PRICE
+from portfolio_optimiser.context.models import COMPUTED, Candidate, LearnedRate, Project
 from portfolio_optimiser.context.reference import (
     ProjectReferences,
     reference_candidates,
     two_figures_down,
 )
+from portfolio_optimiser.context.tender import unbalanced_bid_candidates
 from portfolio_optimiser.context.vocabulary import normalise_unit
 
 __all__ = ["learned_candidates", "local_candidates", "local_review"]
@@ -55,8 +55,8 @@ def learned_candidates(
         codes = tuple(key.affected_codes or ())
         if not codes or not key.measure_type or not set(codes) <= project.codes:
             continue
-        if key.measure_type == REFERENCE_PRICE:
-            continue  # a line's own overpricing; the reference classes find it elsewhere
+        if key.measure_type in COMPUTED:
+            continue  # a line's own price against the others; the reference classes find it
         if key.project_id == project.id:
             continue  # judged here already: carrying it back would count it twice
         source = portfolio.get(key.project_id or "")
@@ -121,7 +121,8 @@ def local_candidates(
     portfolio: Mapping[str, Project] | None = None,
 ) -> list[Candidate]:
     """The kuttliste first, then learned measures not already on it (same codes and type), then
-    the lines priced well above their reference class."""
+    the lines priced well above their reference class, then a tender's posts priced far below
+    it (risks, claiming nothing)."""
     own = kuttliste_candidates(project)
     seen = {(frozenset(c.affected_codes), c.measure_type) for c in own}
     extra = [
@@ -129,8 +130,14 @@ def local_candidates(
         for c in learned_candidates(project, approved, portfolio or {})
         if (frozenset(c.affected_codes), c.measure_type) not in seen
     ]
-    benchmarked = reference_candidates(project, references) if references is not None else []
-    return own + extra + benchmarked
+    if references is None:
+        return own + extra
+    return (
+        own
+        + extra
+        + reference_candidates(project, references)
+        + unbalanced_bid_candidates(project, references)
+    )
 
 
 def local_review(candidate: Candidate, decision: Decision) -> dict[str, Any]:

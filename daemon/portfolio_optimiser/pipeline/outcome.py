@@ -11,7 +11,9 @@ from portfolio_optimiser.context.changes import LineChange
 from portfolio_optimiser.context.decisions import Decision
 from portfolio_optimiser.context.frame import Backtest, Frame
 from portfolio_optimiser.context.models import Candidate
+from portfolio_optimiser.context.priced_request import PricedRequest
 from portfolio_optimiser.context.reference import LineReference
+from portfolio_optimiser.context.tender import Coverage
 
 from .checker import CheckerOutcome
 
@@ -132,6 +134,10 @@ class RunResult(BaseModel):
     lines carry triple estimates."""
     none_because: tuple[str, ...] = ()
     """Why no candidate was found, one sentence per source of them (``why_none``)."""
+    tender: Coverage | None = None
+    """A tender's posts as far as the portfolio could compare them (``context.tender``)."""
+    priced: PricedRequest | None = None
+    """A price request priced from the portfolio (``context.priced_request``)."""
     sources: dict[str, str] = Field(default_factory=dict)
     """Where each line a candidate touches stands in the planner's own file, for an imported
     estimate: code → ``kalkyle.xlsx, sheet 'Bygg', row 14``."""

@@ -21,8 +21,10 @@ from portfolio_optimiser.context.frontmatter import Concept
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
 from portfolio_optimiser.context.navigate import ProblemKind, navigate_bundle
+from portfolio_optimiser.context.priced_request import price_request
 from portfolio_optimiser.context.reference import ProjectReferences, references_of
 from portfolio_optimiser.context.render import render_context
+from portfolio_optimiser.context.tender import coverage
 from portfolio_optimiser.learning.insights import fold
 from portfolio_optimiser.learning.verdict_store import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.precedent import precedents
@@ -140,7 +142,9 @@ async def run_project(
     shown = [c.candidate for c in run.outcomes] + run.declined  # every candidate the report lists
     # Validated: accepted by the validator, not rejected by the checker (the report's totals).
     accepted = frozenset(c.candidate.id for c in run.outcomes if c.validated)
-    frame = frame_of(project, shown, accepted=accepted, rule=settings.frame)
+    # A risk claims nothing: it cuts no line of the frame.
+    cuts = [c for c in shown if not c.is_risk]
+    frame = frame_of(project, cuts, accepted=accepted, rule=settings.frame)
     return RunResult(
         project_id=project.id,
         run_id=run_id,
@@ -177,9 +181,11 @@ async def run_project(
         hypothesis_prompts=tuple(run.prompts),
         models=tuple(dict.fromkeys(run.models)),
         notes=tuple(run.notes),
+        tender=coverage(project, run.references) if project.document == "tender" else None,
+        priced=price_request(project, run.references),
         none_because=(
             ()
-            if shown
+            if shown or project.document == "price-request"
             else why_none(
                 project,
                 run.references,

@@ -207,6 +207,7 @@ def read_ns3459_estimate(
     if posts.problems:
         raise ImportRefused(name, posts.problems)
     header = {"name": read.project} if read.project else {}
+    header["document"] = "tender" if read.kind == "Pristilbud" else "price-request"
     return estimate_of(
         name,
         digest,

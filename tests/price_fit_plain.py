@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+
 from portfolio_optimiser.context.fit_arrays import MAD_TO_SIGMA, MIN_LINES_FOR_LEVEL, class_rank
 from portfolio_optimiser.context.fit_arrays import median_without as _median_without
 from portfolio_optimiser.context.fit_arrays import theil_sen_points as _theil_sen
@@ -285,12 +287,36 @@ class PriceFit:
                     sigmas=round(sigmas, 2),
                     grade=grade(self.rule, n, price, expected, sigmas),
                     compared_as=compared_as,
+                    below=self._below(n, price, expected, sigmas),
+                    p10_nok=self._percentile(key, among, old, 0.1),
+                    p90_nok=self._percentile(key, among, old, 0.9),
                 )
             )
         rule = self.rule
         return ProjectReferences(
             project_id, tuple(found), rule.min_comparables, rule.min_saving_nok, rule.min_share
         )
+
+    def _below(self, n: int, price: float, expected: float, sigmas: float) -> str | None:
+        """Priced far below what is expected: as far below as ``grade`` asks above."""
+        rule = self.rule
+        if n < rule.min_comparables or price > expected * (1 - rule.min_excess):
+            return None
+        return (
+            "likely"
+            if sigmas <= -rule.threshold
+            else "possible"
+            if sigmas <= -rule.possible_threshold
+            else None
+        )
+
+    def _percentile(self, key: ClassKey, among: str | None, own: _Line | None, q: float) -> float:
+        """A percentile of the comparables' prices as written, without the project's own line,
+        by numpy's own quantile."""
+        prices = [ln.price for ln in self._classes[key] if among is None or ln.category == among]
+        if own is not None and (among is None or own.category == among):
+            prices.remove(own.price)
+        return round(float(np.quantile(prices, q)), 2) if prices else 0.0
 
     def _median_price(self, key: ClassKey, among: str | None, own: _Line | None) -> float | None:
         """The comparables' median unit price as written (in ``among`` when named), without the

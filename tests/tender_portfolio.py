@@ -21,7 +21,7 @@ from typing import Literal
 
 from .ns3459_files import XPost, guid, write_ns3459
 
-__all__ = ["Code", "Planted", "TenderPortfolio", "codes", "make_portfolio"]
+__all__ = ["Code", "Planted", "TenderPortfolio", "codes", "large_request", "make_portfolio"]
 
 Kind = Literal["dear", "cheap"]
 
@@ -70,6 +70,10 @@ class TenderPortfolio:
     request: Path | None = None
     request_truth: dict[str, float] = field(default_factory=dict)
     """The price request's posts at the prices its project would be given (postnr → NOK)."""
+    codes: list[Code] = field(default_factory=list)
+    true_prices: dict[tuple[str, str], float] = field(default_factory=dict)
+    """Each priced post's price before its planting: (project, postnr) → its code's price at
+    the project's level with the post's own noise."""
 
 
 def _project(
@@ -81,6 +85,9 @@ def _project(
     plant: float,
     truth: list[Planted],
     priced: bool = True,
+    worth: dict[tuple[str, str], float] | None = None,
+    dear: tuple[float, float] = (1.7, 2.4),
+    cheap: tuple[float, float] = (0.35, 0.55),
 ) -> list[XPost]:
     """One project's posts: each chosen code a main post with one to three sub-posts."""
     posts: list[XPost] = []
@@ -100,11 +107,13 @@ def _project(
             price = code.price * level * math.exp(rng.gauss(0, code.sigma))
             roll = rng.random()
             postnr = f"36.{part}.{main}.{sub}"
+            if worth is not None:
+                worth[(name, postnr)] = price
             if roll < plant:
-                price *= rng.uniform(1.7, 2.4)
+                price *= rng.uniform(*dear)
                 truth.append(Planted(name, postnr, "dear", code.id))
             elif roll < 2 * plant:
-                price *= rng.uniform(0.35, 0.55)
+                price *= rng.uniform(*cheap)
                 truth.append(Planted(name, postnr, "cheap", code.id))
             quantity = Decimal(rng.randint(*code.sizes))
             add(parts=(("Type1", "36"), ("Type2", part), ("Hovedlopenr", str(main)),
@@ -118,18 +127,28 @@ def _project(
 
 
 def make_portfolio(
-    folder: Path, *, tenders: int = 20, estimates: int = 6, seed: int = 3459, plant: float = 0.05
+    folder: Path,
+    *,
+    tenders: int = 20,
+    estimates: int = 6,
+    seed: int = 3459,
+    plant: float = 0.05,
+    dear: tuple[float, float] = (1.7, 2.4),
+    cheap: tuple[float, float] = (0.35, 0.55),
 ) -> TenderPortfolio:
     """``tenders`` Linker tenders and ``estimates`` Beskrivelse estimates in ``folder``, each a
     project of its own, with planted dear and cheap posts; and one price request."""
     rng = random.Random(seed)
     all_codes = codes(rng)
     folder.mkdir(parents=True, exist_ok=True)
-    out = TenderPortfolio()
+    out = TenderPortfolio(codes=all_codes)
     for i in range(tenders + estimates):
         name = f"tender-{i:02d}" if i < tenders else f"estimate-{i - tenders:02d}"
         level = math.exp(rng.gauss(0, 0.06))
-        posts = _project(rng, name, all_codes, level=level, plant=plant, truth=out.planted)
+        posts = _project(
+            rng, name, all_codes, level=level, plant=plant, truth=out.planted,
+            worth=out.true_prices, dear=dear, cheap=cheap,
+        )  # fmt: skip
         tool = ("ISY Linker Pluss", "11.5") if i < tenders else ("ISY Beskrivelse", "11.4.3")
         out.files.append(write_ns3459(folder / f"{name}.xml", posts, project=name, program=tool))
     request = _project(rng, "request", all_codes, level=1.0, plant=0.0, truth=[], priced=False)
@@ -143,3 +162,26 @@ def make_portfolio(
             code = by_id[parents[".".join(c for _t, c in post.parts[:3])] or ""]
             out.request_truth[post.postnr] = float(post.quantity) * code.price
     return out
+
+
+def large_request(path: Path, all_codes: list[Code], *, posts: int, seed: int = 1) -> Path:
+    """A price request of about ``posts`` priced posts: coded main posts, each with two
+    sub-posts, over every building part of chapter 36 and beyond (a large new building's
+    technical description), and a lump sum without a code now and then."""
+    rng = random.Random(seed)
+    made: list[XPost] = []
+    main = 0
+    while len(made) < posts * 3 // 2:
+        main += 1
+        code = all_codes[main % len(all_codes)]
+        chapter, part = str(30 + main % 10), str(300 + main % 90)
+        made.append(XPost(guid=guid(len(made) + 1),
+            parts=(("Type1", chapter), ("Type2", part), ("Hovedlopenr", str(main))),
+            kode=code.id, overskrift=code.heading))  # fmt: skip
+        for sub in (1, 2):
+            made.append(XPost(guid=guid(len(made) + 1),
+                parts=(("Type1", chapter), ("Type2", part), ("Hovedlopenr", str(main)),
+                       ("Underlopenr", str(sub))),
+                text=f"Variant {sub}", unit=code.unit,
+                quantity=Decimal(rng.randint(*code.sizes)), price=None))  # fmt: skip
+    return write_ns3459(path, made, kind="Prisforesporsel", project="Stort nybygg")

@@ -98,7 +98,9 @@ def quantile_without(ordered: Sequence[float], value: float | None, q: float) ->
     low = int(place)
     if low + 1 >= n:
         return at(n - 1)
-    return at(low) + (at(low + 1) - at(low)) * (place - low)
+    below, above, t = at(low), at(low + 1), place - low
+    # numpy's own interpolation, from the nearer neighbour: the same figure to the last bit.
+    return below + (above - below) * t if t < 0.5 else above - (above - below) * (1 - t)
 
 
 def class_rank(key: tuple[str, str]) -> int:

@@ -362,4 +362,7 @@ def test_an_assumed_spread_that_does_not_hold_a_lines_amount_is_refused(tmp_path
     )
     loaded = load_config(write(tmp_path, '[uncertainty.spreads]\n"02" = [0.8, 1.6]\n\n' + VALID))
     rule = loaded.uncertainty.rule()
-    assert (rule.spread_of("02.3"), rule.spread_of("07")) == ((0.8, 1.6), (0.9, 1.25))
+    assert (rule.account_of("02.3"), rule.account_of("07")) == (
+        ("estimate maturity 02", (0.8, 1.6)),
+        ("estimate maturity", (0.9, 1.25)),
+    )

@@ -230,7 +230,9 @@ def test_a_learned_measure_shows_its_rate_times_its_basis_and_its_sources_decisi
     assert "| accepted, not recomputable: its rate was learned from lillevik-school's" in row
     frame_row = next(ln for ln in report.splitlines() if "` Learned: " in ln and ln[0] == "|")
     assert frame_row.endswith(f"| {WINDOWS_DECIDE_BY} |")  # the ΔP table orders by it too
-    assert "A cut larger than the saving itself" in report  # nordvik's cladding: see below
+    # A measure takes its sum off its lines unless it declares a share (effect: proportional):
+    # no ΔP here is larger than its saving, and nothing needs explaining.
+    assert "A cut larger than the saving itself" not in report
 
 
 def test_a_verdicts_decision_point_reaches_the_store_from_its_file_and_from_its_page(
@@ -262,18 +264,25 @@ def test_a_verdicts_decision_point_reaches_the_store_from_its_file_and_from_its_
     assert stored is not None and stored.decide_by == WINDOWS_DECIDE_BY
 
 
-def _frame_report(high_nok: float, low_nok: float) -> str:
+def _frame_report(high_nok: float, low_nok: float, effect: str = "proportional") -> str:
     """The report of a one-line project whose line is drawn between ``low_nok`` and
-    ``high_nok`` around its 10 000 000 NOK, and one candidate saving a tenth of it."""
+    ``high_nok`` around its 10 000 000 NOK, and one kuttliste item saving a tenth of it."""
     from portfolio_optimiser.context.decisions import Accepted, Receipt
     from portfolio_optimiser.context.frame import FrameRule, frame_of
-    from portfolio_optimiser.context.models import Candidate, CostLine, Project
+    from portfolio_optimiser.context.models import Candidate, CostLine, MeasureOption, Project
     from portfolio_optimiser.outputs.report import Redactor, render_report
     from portfolio_optimiser.pipeline.checker import CheckerOutcome
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
 
     line = CostLine(code="02.3", amount_nok=10_000_000, min_nok=low_nok, max_nok=high_nok)
-    project = Project(id="hall", name="hall", cost_lines=(line,))
+    item = MeasureOption(
+        id="k",
+        measure_type="simplification",
+        affected_codes=("02.3",),
+        estimated_saving_nok=1_000_000,
+        effect=effect,  # type: ignore[arg-type]
+    )
+    project = Project(id="hall", name="hall", cost_lines=(line,), measure_options=(item,))
     cut = Candidate(
         project_id="hall",
         affected_codes=("02.3",),
@@ -281,6 +290,7 @@ def _frame_report(high_nok: float, low_nok: float) -> str:
         claimed_saving_nok=1_000_000,
         title="Simpler walls",
         evidence=("cost/02.3.md",),
+        origin="measure-option:k",
     )
     frame = frame_of(project, [cut], accepted=frozenset({cut.id}), rule=FrameRule())
     receipt = Receipt(candidate_id=cut.id, project_id="hall", checks=())
@@ -316,3 +326,7 @@ def test_a_cut_to_p50_or_p85_beyond_the_saving_is_explained_once_and_only_then()
     below = _frame_report(high_nok=10_000_000, low_nok=6_000_000)
     assert "| candidate | ΔP50 (NOK) | ΔP85 (NOK) |" in below
     assert "A cut larger than the saving" not in below
+    # A sum off the line (effect: fixed) leaves its spread: the cut is the saving, exactly.
+    fixed = _frame_report(high_nok=14_000_000, low_nok=10_000_000, effect="fixed")
+    assert "A cut larger than the saving" not in fixed
+    assert "| -1 000 000 | -1 000 000 |" in fixed

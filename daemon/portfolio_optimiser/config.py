@@ -17,8 +17,10 @@ from typing import Any, Literal
 import jsonschema
 from jsonschema.exceptions import ValidationError
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as ModelError
 
 from .context.frame import FrameRule
+from .context.frame_inputs import UncertaintyDriver
 from .context.reference import ReferenceRule
 from .resources import default_config_path, load_schema
 
@@ -108,7 +110,11 @@ class Uncertainty(_Section):
     """A line with no triple estimate is assumed to range from this share of its amount to this
     one (the report marks it as assumed); None: it is taken as certain."""
     spreads: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    """Ranges by account, for the lines whose code begins with the key (the longest key wins)."""
+    """Maturity ranges by account, for the lines whose code begins with the key (the longest key
+    wins), each its own driver."""
+    divergence: float = Field(default=0.10, gt=0, le=1)
+    drivers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """General uncertainty drivers by id, for a project that names none of that id."""
 
     def rule(self) -> FrameRule:
         return FrameRule(
@@ -116,6 +122,13 @@ class Uncertainty(_Section):
             samples=self.samples,
             spread=self.spread,
             spreads=tuple(sorted(self.spreads.items())),
+            drivers=tuple(
+                UncertaintyDriver.model_validate(
+                    {**given, "id": name, "source": f"[uncertainty.drivers] {name}"}
+                )
+                for name, given in sorted(self.drivers.items())
+            ),
+            divergence=self.divergence,
         )
 
 
@@ -123,12 +136,19 @@ def _spread_problems(uncertainty: Mapping[str, Any]) -> list[str]:
     """Each assumed spread that would not hold a line's amount between its minimum and maximum."""
     given = [("spread", uncertainty.get("spread"))]
     given += [(f"spreads.{code}", v) for code, v in uncertainty.get("spreads", {}).items()]
-    return [
+    found = [
         f"uncertainty.{where}: [{spread[0]}, {spread[1]}] must be a minimum share from 0 to 1 and "
         "a maximum share of at least 1 of a line's amount, e.g. [0.9, 1.25]"
         for where, spread in given
         if spread is not None and not 0 <= spread[0] <= 1 <= spread[1]
     ]
+    for name, driver in sorted(uncertainty.get("drivers", {}).items()):
+        try:
+            UncertaintyDriver.model_validate({**driver, "id": name})
+        except ModelError as exc:
+            reason = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+            found.append(f"uncertainty.drivers.{name}: {reason}")
+    return found
 
 
 class Bundles(_Section):

@@ -1,35 +1,35 @@
-"""A project's uncertainty frame: its cost lines simulated from their triple estimates, P50 and
-P85, the kostnadsramme with the kuttliste held, and what each candidate does to P50 and P85.
+"""A project's uncertainty frame: its cost lines, uncertainty elements and drivers simulated
+(``frame_build`` says how each is drawn), P50 and P85 with their errors, the reserve and the
+expected addition, the kostnadsramme with the kuttliste held, and what each candidate does.
 
 Built only for a project that gives a triple estimate (``min_nok`` and ``max_nok`` on a line,
 with ``likely_nok`` or else ``amount_nok`` as the most likely; or a ``type: uncertainty``
-element). A line without one gets the spread configured for its account (``FrameRule``), or is
-taken at its amount, as certain; the frame names every such line: it never hides what it
-assumed.
+element); the frame names every line it took as certain or drew through an assumed spread.
 
-A ``type: uncertainty`` element (a general uncertainty, or an event with its probability) is
-drawn beside the lines; it is no line, so no candidate touches it.
+**A stated frame governs.** Where the project states its P85 (the kostnadsramme's basis, as
+approved), the kostnadsramme is that P85 less the validated kuttliste, and the styringsramme
+its stated P50; the simulation is a cross-check beside it, flagged when its P85 stands more than
+``[uncertainty] divergence`` from the stated one. A kostnadsramme below the styringsramme is
+incoherent (the kuttliste is worth more than the reserve it is held against): flagged, with the
+items that make it so. The kuttliste is held, not adopted: P50 is left alone.
 
-A candidate is applied as the share of its lines' base estimate its saving is: a measure that
-saves a tenth of a line's amount takes a tenth of each of that line's draws, and so a tenth of its
-uncertainty. Validated candidates (the validator accepted, the checker did not reject) are also
-applied together (their shares added on each line, never past the whole line), since effects do
-not add at a quantile. The kuttliste is held, not adopted: the kostnadsramme is P85 less the
-value of its validated items, and P50 is left alone.
+A candidate is applied as its measure declares (``effect``: a sum off its lines, the default, or
+a share of them), alone and, for the validated ones, together (effects do not add at a
+quantile).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .models import Candidate, CostLine, Project
-from .uncertainty import Delta, Effect, Element, Simulation, simulate
+from .frame_build import FrameRule, Spread, built_of, effect_of, line_names, risk_names, triple_of
+from .models import Candidate, Project
+from .uncertainty import Delta, Simulation, simulate
 
 __all__ = [
     "CONTRIBUTORS",
@@ -45,31 +45,7 @@ __all__ = [
 ]
 
 CONTRIBUTORS: Final = 10
-"""The largest contributors a frame keeps (the tornado chart's bars)."""
-
-
-Spread = tuple[float, float]
-"""A line's assumed minimum and maximum, as shares of its amount (0.9, 1.25)."""
-
-
-@dataclass(frozen=True)
-class FrameRule:
-    """What a frame's figures are a function of, beside the bundle: ``[uncertainty]``."""
-
-    seed: int = 3459
-    samples: int = 10_000
-    spread: Spread | None = None
-    """The range a line with no triple estimate is assumed to have; None: taken as certain."""
-    spreads: tuple[tuple[str, Spread], ...] = ()
-    """Ranges by account: the longest code prefix a line's code begins with gives its range."""
-
-    def spread_of(self, code: str) -> Spread | None:
-        """The range assumed for a line of ``code`` with no triple estimate; None: certain."""
-        matching = [(len(key), spread) for key, spread in self.spreads if code.startswith(key)]
-        spread = max(matching)[1] if matching else self.spread
-        return None if spread is None or spread == (1.0, 1.0) else spread
-
-
+"""The largest contributors and swings a frame keeps (the charts' bars)."""
 DEFAULT_RULE: Final = FrameRule()
 
 
@@ -78,20 +54,45 @@ class _Frozen(BaseModel):
 
 
 class FrameDelta(_Frozen):
-    """What a measure adopted now does to the frame (negative: lowers it)."""
+    """What a measure adopted now does to the frame (negative: lowers it), with the standard
+    error of each figure."""
 
     p50_nok: float
     p85_nok: float
+    p50_error_nok: float = 0.0
+    p85_error_nok: float = 0.0
 
     @classmethod
     def of(cls, delta: Delta) -> FrameDelta:
-        return cls(p50_nok=delta.p50, p85_nok=delta.p85)
+        return cls(
+            p50_nok=delta.p50,
+            p85_nok=delta.p85,
+            p50_error_nok=delta.p50_error,
+            p85_error_nok=delta.p85_error,
+        )
 
 
 class Contributor(_Frozen):
     code: str
     deviation_nok: float
     """Its share of the total's standard deviation (the shares add up to it)."""
+
+
+class FrameSwing(_Frozen):
+    """The expected cost with one element or driver at its P10 and at its P90."""
+
+    code: str
+    at_p10_nok: float
+    at_p90_nok: float
+
+
+class FrameDriver(_Frozen):
+    id: str
+    low: float
+    likely: float
+    high: float
+    origin: Literal["bundle", "settings", "maturity"]
+    lines: tuple[str, ...]
 
 
 class Frame(_Frozen):
@@ -101,18 +102,38 @@ class Frame(_Frozen):
     samples: int
     stable_to: float
     """Half P85's 95 % interval over the samples, as a share of P85."""
+    errors: dict[str, float]
+    """The standard error of each simulated figure: p10, p50, p85, p90, mean, reserve."""
+    base_nok: float
+    """The base estimate: the lines' amounts, added."""
     mean_nok: float
     p10_nok: float
     p50_nok: float
     p85_nok: float
     p90_nok: float
+    reserve_nok: float
+    """Usikkerhetsavsetning: the simulated P85 less P50."""
+    expected_addition_nok: float
+    """Forventet tillegg: the simulated mean less the base estimate."""
+    basis: Literal["stated", "simulated"]
+    """Where the governing frame comes from: the project's stated P85, else the simulation."""
+    styringsramme_nok: float
     kuttliste_nok: float
     """The kuttliste's value: the estimated savings of its items the validator accepted (and the
     checker did not reject), added: an item counted twice, or out of its lines' cost, is not."""
     kuttliste_left_out: tuple[str, ...] = ()
     """The kuttliste's items not counted in its value (by id): the report says so."""
     kostnadsramme_nok: float
-    """P85 less the kuttliste's value (the kuttliste held to protect it)."""
+    """The governing P85 less the kuttliste's value (the kuttliste held to protect it)."""
+    simulated_kostnadsramme_nok: float
+    divergence: float | None = None
+    """The simulated P85 against the stated one, as a share of it (None: none stated)."""
+    divergent: bool = False
+    divergence_allowed: float = 0.10
+    """``[uncertainty] divergence``: how far the simulated P85 may stand from a stated one."""
+    incoherent: tuple[str, ...] = ()
+    """The counted kuttliste items, largest first, when the kostnadsramme falls below the
+    styringsramme."""
     correlation: dict[str, float]
     """Each correlation group's coefficient, as the project declares it."""
     groups: dict[str, tuple[str, ...]]
@@ -121,14 +142,15 @@ class Frame(_Frozen):
     """The lines simulated from a triple estimate."""
     uncertainties: dict[str, float] = {}
     """The uncertainty elements beside the lines, each with its probability (1: always there)."""
+    drivers: tuple[FrameDriver, ...] = ()
     certain: tuple[str, ...]
     """The lines with no triple estimate and no assumed spread: taken at their amount, as certain."""
     assumed: dict[str, Spread] = {}
-    """The lines with no triple estimate, each with the spread assumed for it (its minimum and
-    maximum as shares of its amount, from ``[uncertainty]``)."""
+    """The lines with no triple estimate, each with its account's maturity spread."""
     curve: tuple[float, ...]
     """The S-curve: the total at 0 %, 1 %, … 100 % of the samples."""
     contributors: tuple[Contributor, ...]
+    swings: tuple[FrameSwing, ...] = ()
     deltas: dict[str, FrameDelta]
     """Each candidate's effect, adopted now, alone; a candidate on no line of the frame has none."""
     adopted: tuple[str, ...]
@@ -181,108 +203,30 @@ def backtest_of(project: Project, frame: Frame | None) -> Backtest | None:
 
 def has_triples(project: Project) -> bool:
     return bool(project.uncertainties) or any(
-        _triple(line) is not None for line in project.cost_lines
+        triple_of(line) is not None for line in project.cost_lines
     )
 
 
-def _triple(line: CostLine) -> tuple[float, float, float] | None:
-    if line.min_nok is None or line.max_nok is None:
-        return None
-    likely = line.likely_nok if line.likely_nok is not None else line.amount_nok
-    return float(line.min_nok), float(likely), float(line.max_nok)
-
-
-def _names(project: Project) -> list[str]:
-    """Each line's element id: its code, numbered from the second line of a code on."""
-    seen: dict[str, int] = defaultdict(int)
-    names = []
-    for line in project.cost_lines:
-        seen[line.code] += 1
-        names.append(line.code if seen[line.code] == 1 else f"{line.code} ({seen[line.code]})")
-    return names
-
-
-def _risk_names(project: Project, names: Sequence[str]) -> list[str]:
-    """Each uncertainty element's id in the frame: its own, told from a line's code if need be."""
-    taken = set(names)
-    found = []
-    for u in project.uncertainties:
-        name, n = u.id, 1
-        while name in taken:
-            n += 1
-            name = f"{u.id} (uncertainty)" if n == 2 else f"{u.id} (uncertainty {n - 1})"
-        taken.add(name)
-        found.append(name)
-    return found
-
-
-def _range(line: CostLine, rule: FrameRule) -> tuple[float, float, float]:
-    """The line's (low, likely, high): its own, else its account's assumed spread, else certain."""
-    triple = _triple(line)
-    if triple is not None:
-        return triple
-    amount = float(line.amount_nok)
-    spread = rule.spread_of(line.code)
-    if spread is None:
-        return amount, amount, amount
-    low, high = sorted((amount * spread[0], amount * spread[1]))
-    if line.distribution == "normal":  # symmetric: the wider side, both ways
-        half = max(amount - low, high - amount)
-        return amount - half, amount, amount + half
-    return low, amount, high
-
-
-def _elements(project: Project, names: Sequence[str], rule: FrameRule) -> list[Element]:
-    elements = [
-        Element(
-            name,
-            float(u.min_nok),
-            float(u.likely_nok),
-            float(u.max_nok),
-            distribution=u.distribution,
-            group=u.correlation_group,
-            probability=u.probability,
-        )
-        for u, name in zip(project.uncertainties, _risk_names(project, names), strict=True)
-    ]
-    for line, name in zip(project.cost_lines, names, strict=True):
-        low, likely, high = _range(line, rule)
-        elements.append(
-            Element(
-                name,
-                low,
-                likely,
-                high,
-                distribution=line.distribution,
-                group=line.correlation_group,
-            )
-        )
-    return elements
-
-
-def _shares(
-    project: Project, names: Sequence[str], candidate: Candidate
-) -> dict[str, float] | None:
-    """The share of each of its lines the candidate removes: its saving over their amounts."""
-    codes = set(candidate.affected_codes)
-    touched = [
-        (name, line)
-        for line, name in zip(project.cost_lines, names, strict=True)
-        if line.code in codes
-    ]
-    base = math.fsum(float(line.amount_nok) for _name, line in touched)
-    if not touched or base <= 0:
-        return None
-    share = min(max(float(candidate.claimed_saving_nok) / base, 0.0), 1.0)
-    return {name: share for name, _line in touched}
-
-
-def _together(effects: Sequence[Effect]) -> Effect:
-    summed: dict[str, float] = defaultdict(float)
-    for effect in effects:
-        for name, share in effect.shares.items():
-            summed[name] += share
-    return Effect("together", {name: min(share, 1.0) for name, share in summed.items()})
+def _simulated(
+    project: Project,
+    rule: FrameRule,
+    candidates: Sequence[Candidate],
+    accepted: frozenset[str],
+) -> Simulation:
+    """The project simulated under ``rule``: the one simulation a frame and the validator's
+    reproduction of a claim both read."""
+    names = line_names(project)
+    built = built_of(project, names, rule)
+    effects = [e for c in candidates if (e := effect_of(project, names, c)) is not None]
+    return simulate(
+        built.elements,
+        drivers=built.drivers,
+        correlation=project.correlation,
+        effects=effects,
+        together=[e.id for e in effects if e.id in accepted],
+        seed=rule.seed,
+        samples=rule.samples,
+    )
 
 
 def frame_of(
@@ -296,105 +240,112 @@ def frame_of(
     alone and those in ``accepted`` (candidate ids) together."""
     if not has_triples(project):
         return None
-    names = _names(project)
-    effects = []
-    for candidate in candidates:
-        shares = _shares(project, names, candidate)
-        if shares is not None:
-            effects.append(Effect(candidate.id, shares))
-    adopted = [effect for effect in effects if effect.id in accepted]
-    found = _simulated(project, names, rule, effects, _together(adopted) if adopted else None)
-    return _frame(project, names, found, candidates, accepted, rule)
-
-
-def _simulated(
-    project: Project,
-    names: Sequence[str],
-    rule: FrameRule,
-    effects: Sequence[Effect],
-    together: Effect | None = None,
-) -> Simulation:
-    """The project's elements simulated under ``rule``: the one simulation a frame and the
-    validator's reproduction of a claim both read."""
-    return simulate(
-        _elements(project, names, rule),
-        correlation=project.correlation,
-        effects=effects,
-        together=together,
-        seed=rule.seed,
-        samples=rule.samples,
-    )
+    found = _simulated(project, rule, candidates, accepted)
+    return _frame(project, found, candidates, accepted, rule)
 
 
 def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> FrameDelta | None:
-    """The candidate's effect alone, as ``frame_of`` computes it for its frame (the other
-    candidates move no draw); None when the project has no triple estimate or the candidate no
-    line."""
+    """The candidate's effect alone (the other candidates move no draw); None when the project
+    has no triple estimate or the candidate no line."""
     if not has_triples(project):
         return None
-    names = _names(project)
-    shares = _shares(project, names, candidate)
-    if shares is None:
-        return None
-    found = _simulated(project, names, rule, [Effect(candidate.id, shares)])
-    return FrameDelta.of(found.effects[candidate.id])
+    found = _simulated(project, rule, [candidate], frozenset())
+    delta = found.effects.get(candidate.id)
+    return None if delta is None else FrameDelta.of(delta)
+
+
+def _kuttliste(
+    project: Project, candidates: Sequence[Candidate], accepted: frozenset[str]
+) -> tuple[list[Candidate], list[str]]:
+    held = {f"measure-option:{m.id}" for m in project.measure_options}
+    counted = [c for c in candidates if c.origin in held and c.id in accepted]
+    left_out = sorted(held - {c.origin for c in counted})
+    return counted, [origin.removeprefix("measure-option:") for origin in left_out]
 
 
 def _frame(
     project: Project,
-    names: Sequence[str],
     found: Simulation,
     candidates: Sequence[Candidate],
     accepted: frozenset[str],
     rule: FrameRule,
 ) -> Frame:
-    held = {f"measure-option:{m.id}" for m in project.measure_options}
-    counted = [c for c in candidates if c.origin in held and c.id in accepted]
+    counted, left_out = _kuttliste(project, candidates, accepted)
     kuttliste = math.fsum(float(c.claimed_saving_nok) for c in counted)
-    left_out = sorted(held - {c.origin for c in counted})
+    names = line_names(project)
+    built = built_of(project, names, rule)
     groups: dict[str, list[str]] = defaultdict(list)
-    uncertain: list[str] = []
-    certain: list[str] = []
-    assumed: dict[str, Spread] = {}
     for line, name in zip(project.cost_lines, names, strict=True):
-        if _triple(line) is not None:
-            uncertain.append(name)
-        elif (spread := rule.spread_of(line.code)) is not None:
-            assumed[name] = spread
-        else:
-            certain.append(name)
         if line.correlation_group:
             groups[line.correlation_group].append(name)
-    risks = _risk_names(project, names)
+    risks = risk_names(project, names)
     for risk, name in zip(project.uncertainties, risks, strict=True):
         if risk.correlation_group:
             groups[risk.correlation_group].append(name)
-    q: Mapping[str, float] = found.quantiles
+    q = found.quantiles
+    stated = project.p85_nok is not None
+    governing = float(project.p85_nok) if project.p85_nok is not None else q["p85"]
+    styring = float(project.p50_nok) if project.p50_nok is not None else q["p50"]
+    kostnadsramme = governing - kuttliste
+    divergence = (q["p85"] - governing) / governing if stated and governing else None
+    base = project.cost_total_nok
     return Frame(
         seed=found.seed,
         samples=found.samples,
         stable_to=found.stable_to,
+        errors=dict(found.errors),
+        base_nok=base,
         mean_nok=found.mean,
         p10_nok=q["p10"],
         p50_nok=q["p50"],
         p85_nok=q["p85"],
         p90_nok=q["p90"],
+        reserve_nok=q["p85"] - q["p50"],
+        expected_addition_nok=found.mean - base,
+        basis="stated" if stated else "simulated",
+        styringsramme_nok=styring,
         kuttliste_nok=kuttliste,
-        kuttliste_left_out=tuple(origin.removeprefix("measure-option:") for origin in left_out),
-        kostnadsramme_nok=q["p85"] - kuttliste,
+        kuttliste_left_out=tuple(left_out),
+        kostnadsramme_nok=kostnadsramme,
+        simulated_kostnadsramme_nok=q["p85"] - kuttliste,
+        divergence=divergence,
+        divergent=divergence is not None and abs(divergence) > rule.divergence,
+        divergence_allowed=rule.divergence,
+        incoherent=tuple(
+            c.origin.removeprefix("measure-option:")
+            for c in sorted(counted, key=lambda c: (-float(c.claimed_saving_nok), c.id))
+        )
+        if kostnadsramme < styring
+        else (),
         correlation=dict(project.correlation),
         groups={group: tuple(codes) for group, codes in sorted(groups.items())},
-        uncertain=tuple(uncertain),
+        uncertain=tuple(built.uncertain),
         uncertainties={
             name: u.probability for u, name in zip(project.uncertainties, risks, strict=True)
         },
-        certain=tuple(certain),
-        assumed=assumed,
+        drivers=tuple(
+            FrameDriver(
+                id=d.id,
+                low=d.low,
+                likely=d.likely,
+                high=d.high,
+                origin=built.origins[d.id],
+                lines=tuple(built.lines_of.get(d.id, ())),
+            )
+            for d in built.drivers
+        ),
+        certain=tuple(built.certain),
+        assumed=built.assumed,
         curve=found.curve,
         contributors=tuple(
             Contributor(code=code, deviation_nok=share)
             for code, share in found.contributions[:CONTRIBUTORS]
             if share > 0
+        ),
+        swings=tuple(
+            FrameSwing(code=s.id, at_p10_nok=s.at_p10, at_p90_nok=s.at_p90)
+            for s in found.swings[:CONTRIBUTORS]
+            if s.width > 0
         ),
         deltas={cid: FrameDelta.of(delta) for cid, delta in found.effects.items()},
         adopted=tuple(cid for cid in found.effects if cid in accepted),

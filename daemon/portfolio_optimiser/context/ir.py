@@ -26,8 +26,9 @@ from pydantic import BaseModel, ValidationError
 
 from .cost_table import cost_table_lines
 from .errors import BundleError, BundleEscapeError, FrontmatterError, IRError
+from .frame_checks import frame_problems
 from .frontmatter import Concept, read_concept
-from .models import CostLine, MeasureOption, Outcome, Project, Uncertainty
+from .models import CostLine, MeasureOption, Outcome, Project, Uncertainty, UncertaintyDriver
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
 
 __all__ = ["IRRead", "bundle_files", "load_ir_projections", "minted_id", "read_ir"]
@@ -50,6 +51,7 @@ _PROJECT_KEYS = (
 _COST_LINE_KEYS = tuple(k for k in CostLine.model_fields if k != "source")
 _MEASURE_KEYS = tuple(k for k in MeasureOption.model_fields if k not in {"source", "id_minted"})
 _UNCERTAINTY_KEYS = tuple(k for k in Uncertainty.model_fields if k != "source")
+_DRIVER_KEYS = tuple(k for k in UncertaintyDriver.model_fields if k != "source")
 _OUTCOME_KEYS = tuple(k for k in Outcome.model_fields if k != "source")
 MAX_COST_LINES = 100_000
 """Cost lines of one bundle (a 20 000-post tender is large): each is an object in memory."""
@@ -136,6 +138,7 @@ def read_ir(
     lines: list[CostLine] = []
     options: list[MeasureOption] = []
     risks: list[Uncertainty] = []
+    drivers: list[UncertaintyDriver] = []
     outcomes: list[tuple[str, Outcome]] = []
     problems: list[tuple[str, str]] = []
     unreadable: set[str] = set()
@@ -193,9 +196,14 @@ def read_ir(
             outcomes += [
                 (rel, found) for found in _build(Outcome, concept, _OUTCOME_KEYS, problems)
             ]
-        elif kind == "uncertainty":
+        elif kind in ("uncertainty", "uncertainty-driver"):
             named_id = {} if concept.frontmatter.get("id") else {"id": minted_id(rel)}
-            risks.extend(_build(Uncertainty, concept, _UNCERTAINTY_KEYS, problems, extra=named_id))
+            if kind == "uncertainty":
+                risks += _build(Uncertainty, concept, _UNCERTAINTY_KEYS, problems, extra=named_id)
+            else:
+                drivers += _build(
+                    UncertaintyDriver, concept, _DRIVER_KEYS, problems, extra=named_id
+                )
 
     if untyped:
         used = sorted(types | set(known_types))
@@ -222,6 +230,7 @@ def read_ir(
     problems += _duplicates(lines, "code", "cost line code")
     problems += _duplicates(options, "id", "measure option id")
     problems += _duplicates(risks, "id", "uncertainty id")
+    problems += _duplicates(drivers, "id", "uncertainty driver id")
     if len(outcomes) > 1:
         named_twice = ", ".join(rel for rel, _found in outcomes)
         problems.append(
@@ -242,6 +251,7 @@ def read_ir(
                 "cost_lines": tuple(lines),
                 "measure_options": tuple(options),
                 "uncertainties": tuple(risks),
+                "drivers": tuple(drivers),
                 "outcome": outcomes[0][1] if len(outcomes) == 1 else None,
                 "files": frozenset(rel for _, rel in files),
             },
@@ -282,7 +292,7 @@ def _build(
     A missing field listed in ``skip`` is reported by the caller, with its suggestions.
     """
     data = _pick(concept, keys)
-    for key in ("affected_codes",):
+    for key in ("affected_codes", "applies_to"):
         if isinstance(data.get(key), list):
             data[key] = tuple(data[key])
     data["source"] = concept.rel
@@ -374,22 +384,4 @@ def _header_figures(project: Project, rel: str) -> list[str]:
                 f"{rel} field base_estimate_nok: {project.base_estimate_nok!r} but the cost lines add "
                 f"up to {total:.0f}; correct the figure or the cost line that is wrong"
             )
-    if (
-        project.p50_nok is not None
-        and project.p85_nok is not None
-        and project.p85_nok < project.p50_nok
-    ):
-        found.append(
-            f"{rel} field p85_nok: {project.p85_nok!r} is below p50_nok {project.p50_nok!r}; "
-            "P85 (the cost frame) is never below P50"
-        )
-    grouped = [(line.source, line.correlation_group) for line in project.cost_lines]
-    grouped += [(risk.source, risk.correlation_group) for risk in project.uncertainties]
-    for source, group in grouped:
-        if group is not None and group not in project.correlation:
-            found.append(
-                f"{source} field correlation_group: {group!r} is not a group {rel} declares; "
-                f"add it to the project's correlation (e.g. correlation: {{{group}: 0.5}}) or "
-                "remove the field"
-            )
-    return found
+    return found + frame_problems(project, rel)

@@ -18,7 +18,12 @@ import math
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic import Field, computed_field, field_validator, model_validator
+
+from .frame_inputs import Uncertainty, UncertaintyDriver
+from .ir_types import IR as _IR
+from .ir_types import Money
+from .ir_types import finite as _finite
 
 __all__ = [
     "COMPUTED",
@@ -28,9 +33,11 @@ __all__ = [
     "CostLine",
     "LearnedRate",
     "MeasureOption",
+    "Money",
     "Outcome",
     "Project",
     "Uncertainty",
+    "UncertaintyDriver",
     "candidate_key_literal",
     "identity_literal",
     "mint_candidate_id",
@@ -44,24 +51,12 @@ COMPUTED: Final = frozenset({REFERENCE_PRICE, UNBALANCED_BID})
 """Measure types the reference classes find: identified by their line and unit, not a figure."""
 """The measure type of a line priced above its reference: its saving is computed, never written."""
 
-Money = int | float
-
-
-def _finite(value: Money) -> Money:
-    if isinstance(value, bool) or not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    return value
-
 
 def _same_number(literal: str, value: Money) -> bool:
     try:
         return Decimal(literal) == Decimal(str(value))
     except InvalidOperation:
         return False
-
-
-class _IR(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class CostLine(_IR):
@@ -142,6 +137,13 @@ class MeasureOption(_IR):
     measure_type: str = Field(min_length=1)
     affected_codes: tuple[str, ...] = Field(min_length=1)
     estimated_saving_nok: Money
+    effect: Literal["fixed", "proportional"] = "fixed"
+    """How the item acts in the uncertainty frame: ``fixed``, a sum off its lines (their spread
+    kept); ``proportional``, a share of its lines (their spread cut by that share)."""
+    saving_min_nok: Money | None = None
+    saving_max_nok: Money | None = None
+    """The saving's own range (with ``estimated_saving_nok`` its most likely figure): the frame
+    draws it, so a cut that may save less than hoped raises P85 by what it may fall short."""
     quantity: Money | None = None
     unit: str | None = None
     unit_price_nok: Money | None = None
@@ -161,11 +163,28 @@ class MeasureOption(_IR):
     """The file named no ``id``; this one was minted from its path (``ir.minted_id``)."""
 
     _amounts = field_validator(
-        "estimated_saving_nok", "quantity", "unit_price_nok", "delta_p50_nok", "delta_p85_nok"
+        "estimated_saving_nok",
+        "saving_min_nok",
+        "saving_max_nok",
+        "quantity",
+        "unit_price_nok",
+        "delta_p50_nok",
+        "delta_p85_nok",
     )(lambda v: v if v is None else _finite(v))
 
     @model_validator(mode="after")
-    def _one_decision_point(self) -> MeasureOption:
+    def _consistent(self) -> MeasureOption:
+        low, high = self.saving_min_nok, self.saving_max_nok
+        if (low is None) != (high is None):
+            raise ValueError("a saving's range needs both saving_min_nok and saving_max_nok")
+        if (
+            low is not None
+            and high is not None
+            and not 0 <= low <= self.estimated_saving_nok <= high
+        ):
+            raise ValueError(
+                "saving_min_nok, estimated_saving_nok and saving_max_nok must rise from 0"
+            )
         given = (self.latest_decision_point, self.decide_by)
         if None not in given and given[0] != given[1]:
             raise ValueError(
@@ -176,37 +195,6 @@ class MeasureOption(_IR):
     @property
     def decision_point(self) -> str | None:
         return self.latest_decision_point or self.decide_by
-
-
-class Uncertainty(_IR):
-    """An uncertainty element beside the cost lines — a general one (the market, the
-    organisation) or an event that may happen (``probability`` below 1) — as a triple estimate
-    in NOK of what it adds (a negative figure: what it may save)."""
-
-    id: str = Field(min_length=1, max_length=80)
-    title: str = ""
-    min_nok: Money
-    likely_nok: Money
-    max_nok: Money
-    probability: float = Field(default=1.0, gt=0, le=1)
-    distribution: Literal["pert", "triangular", "normal"] = "pert"
-    correlation_group: str | None = Field(default=None, min_length=1, max_length=60)
-    source: str = ""
-
-    _amounts = field_validator("min_nok", "likely_nok", "max_nok")(_finite)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Uncertainty:
-        if not self.min_nok <= self.likely_nok <= self.max_nok:
-            raise ValueError("min_nok, likely_nok and max_nok must be in rising order")
-        if self.distribution == "normal" and not math.isclose(
-            self.likely_nok - self.min_nok, self.max_nok - self.likely_nok, abs_tol=0.5
-        ):
-            raise ValueError(
-                "distribution normal is symmetric: likely_nok must lie midway from min_nok to "
-                "max_nok (its P10 and P90); use pert or triangular for a skewed one"
-            )
-        return self
 
 
 class Outcome(_IR):
@@ -268,9 +256,11 @@ class Project(_IR):
     cost_lines: tuple[CostLine, ...] = ()
     measure_options: tuple[MeasureOption, ...] = ()
     uncertainties: tuple[Uncertainty, ...] = ()
+    """The bundle's ``type: uncertainty`` elements: in the uncertainty frame, beside its lines."""
+    drivers: tuple[UncertaintyDriver, ...] = ()
+    """The bundle's ``type: uncertainty-driver`` concepts: factors on the lines they name."""
     outcome: Outcome | None = None
     """The final cost, for a finished project (``type: outcome``)."""
-    """The bundle's ``type: uncertainty`` elements: in the uncertainty frame, beside its lines."""
     files: frozenset[str] = frozenset()
     """Bundle-relative paths of every markdown file inside the bundle (for evidence checks)."""
     source: str = ""

@@ -1,94 +1,91 @@
-"""A cost as a distribution: triple estimates simulated together, with correlation, seeded.
+"""A cost as a distribution: triple estimates and uncertainty drivers simulated together, with
+correlation, seeded, each figure with its Monte Carlo error.
 
 Norwegian projects are steered by two quantiles of their cost, not by the base estimate: the
 styringsramme (P50) and the kostnadsramme (P85), set from triple estimates (low / most likely /
-high) of the cost's elements. This module computes those quantiles, and what a measure does to
-them, by a Monte Carlo simulation that is a pure function of its inputs and its seed, so the
-validator can recompute every figure exactly.
+high) of the cost's elements and from general uncertainty drivers (market, complexity, estimate
+maturity) that act on many elements at once. This module computes those quantiles, and what a
+measure does to them, by a Monte Carlo simulation that is a pure function of its inputs and its
+seed (``uncertainty_marginals`` draws the marginals).
 
-* **Marginals.** An element is PERT (a beta on ``[low, high]`` with its mode at ``likely``,
-  shape ``1 + 4 (likely - low) / (high - low)`` and ``1 + 4 (high - likely) / (high - low)``) or
-  triangular. A triangular quantile is closed-form; a PERT quantile is the element's
-  distribution function, tabulated on ``GRID`` points, inverted linearly (the exact inverse,
-  ``betaincinv``, costs two microseconds a sample: forty seconds for two thousand elements).
-  Either is tabulated once a shape against the normal score it is drawn from (``SCORES``), and
-  a draw interpolates that table.
-  A normal element has its mean at ``likely`` and ``low`` and ``high`` as its P10 and P90 (it is
-  symmetric, and unbounded). An event (``probability`` below 1) costs its draw when it happens
-  and nothing otherwise.
+* **Elements and drivers.** An element is a triple estimate in NOK (PERT, triangular or normal);
+  an event (``probability`` below 1) costs its draw when it happens and nothing otherwise. A
+  driver is a triple on a multiplier (0.95 / 1.00 / 1.15) that multiplies the draws of every
+  element naming it: one draw a sample for all of them, so a driver's spread does not average
+  out however finely the estimate is broken down.
 * **Correlation** by a Gaussian copula with one factor a group: an element of a group with
   coefficient ``rho`` draws its normal score as ``sqrt(rho) F + sqrt(1 - rho) e``, so two elements
-  of a group correlate at ``rho`` in their scores, and elements of different groups (or of none)
-  are independent. Ignoring a correlation understates the spread, and so P85.
-* **Common random numbers.** Each element's and each group's draws come from a generator seeded
-  by the seed and the element's (or group's) own name: adding an element moves no other draw, and
-  a measure is applied to the very samples the frame was computed on, so its effect is not
-  drowned in sampling noise. Measures are applied alone (each one's effect) and as a set (their
-  joint effect: effects do not add at a quantile).
-* **Enough samples.** The sample count doubles from ``samples`` until P85's distribution-free
-  95 % interval is within ``STABLE_TO`` of it, ``MAX_SAMPLES`` is reached, or a doubling does not
-  narrow it (``NARROWS``: P85 on a jump); ``stable_to`` says how close it came.
+  of a group correlate at ``rho`` in their normal scores (not in their costs). An event of a group
+  draws whether it happens the same way: events of a group tend to happen together. A group named
+  as a driver is that driver's score: an element may follow a driver.
+* **Common random numbers.** Each element's, driver's and group's draws come from a generator
+  seeded by the seed and its own name: adding an element moves no other draw, and a measure is
+  applied to the very samples the frame was computed on, so its effect is not drowned in noise.
+* **Honest precision.** Every figure carries its standard error, from the spread of the figure
+  over ``BATCHES`` batches of the samples; the sample count doubles from ``samples`` until P85,
+  the reserve (P85 - P50) and each measure's ΔP85 are within their targets (``TARGETS``), until
+  ``MAX_SAMPLES``, or until a doubling does not narrow the worst of them (``NARROWS``: P85 on a
+  jump, where an event's probability falls, stays as wide however many samples are drawn).
+* **What drives the spread**, two ways, each for what it is: each element's and driver's share
+  of the total's standard deviation (its covariance with the total over the total's deviation:
+  the shares add up to it), and a swing (the expected total with that one held at its P10 and at
+  its P90, the others drawn as usual).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import itertools
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
-from numpy.typing import NDArray
+
+from .uncertainty_draws import Draws, draw, element_draws, joined, swing_of
+from .uncertainty_marginals import Distribution, Floats, forget
 
 __all__ = [
-    "GRID",
+    "BATCHES",
     "MAX_SAMPLES",
     "QUANTILES",
     "SAMPLES",
     "STABLE_TO",
+    "TARGETS",
     "Delta",
+    "Driver",
     "Effect",
     "Element",
     "Simulation",
+    "Swing",
     "simulate",
 ]
-
-Floats = NDArray[np.float64]
-Distribution = Literal["pert", "triangular", "normal"]
 
 QUANTILES: Final = {"p10": 0.10, "p50": 0.50, "p85": 0.85, "p90": 0.90}
 SAMPLES: Final = 10_000
 MAX_SAMPLES: Final = 320_000
-STABLE_TO: Final = 0.005
-"""P85's 95 % interval, as a share of P85, that the sample count must reach."""
+BATCHES: Final = 20
+"""Batches the samples are cut into to measure a figure's standard error."""
+Z95: Final = 1.96
+TARGETS: Final = {"p85": 0.005, "reserve": 0.02, "delta_p85": 0.05, "delta_p85_nok": 20_000.0}
+"""Half the 95 % interval each figure must reach: P85 and the reserve as a share of themselves,
+a measure's ΔP85 as a share of itself or within 20 000 NOK, whichever is wider."""
+STABLE_TO: Final = TARGETS["p85"]
 NARROWS: Final = 0.85
-"""A doubling of the samples must narrow P85's interval to this share of what it was, or the
-doubling stops: P85 on a jump stays as wide however many samples are drawn."""
-GRID: Final = 513
-"""Points a PERT distribution function is tabulated on, to be inverted."""
-SCORE_STEP: Final = 0.005
-SCORES: Final = np.arange(-8.0, 8.0 + SCORE_STEP / 2, SCORE_STEP)
-"""The normal scores each marginal is tabulated at: a draw beyond eight deviations (one in
-10^15) takes the table's end."""
-_SCORE_SHARES: Final = np.array([statistics.NormalDist().cdf(s) for s in SCORES.tolist()])
-P90_SCORE: Final = statistics.NormalDist().inv_cdf(0.9)
-_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(8)
+"""Each doubling of the samples must narrow the widest figure's interval to about this share of
+what it was (twice the samples narrow it by about 1/sqrt(2)): over three doublings, to its
+cube, or the doubling stops."""
 SYMMETRY_NOK: Final = 0.5
 """How far a normal element's most likely figure may stand from the middle of its range: the
 rounding of a figure written to the krone."""
-HELD_VALUES: Final = 4_000_000
-"""Draws of one correlation group held at once (32 MB); a larger group is drawn again."""
 CURVE_POINTS: Final = 101
 """The S-curve: the total at 0 %, 1 %, … 100 %."""
 
 
 @dataclass(frozen=True)
 class Element:
-    """One uncertain part of a cost: its triple estimate, its distribution and its group."""
+    """One uncertain part of a cost: its triple estimate, its distribution, its group and the
+    drivers that multiply it."""
 
     id: str
     low: float
@@ -98,299 +95,357 @@ class Element:
     group: str | None = None
     probability: float = 1.0
     """Below 1: an event, costing its draw with this probability and nothing otherwise."""
+    drivers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.low <= self.likely <= self.high:
-            raise ValueError(f"{self.id}: low, likely and high must be in rising order")
-        if self.distribution == "normal" and not math.isclose(
-            self.likely - self.low, self.high - self.likely, abs_tol=SYMMETRY_NOK
-        ):
-            raise ValueError(
-                f"{self.id}: a normal element's likely must be midway from low to high"
-            )
+        _ordered(self.id, self.low, self.likely, self.high, self.distribution)
         if not 0.0 < self.probability <= 1.0:
             raise ValueError(f"{self.id}: a probability must be above 0 and at most 1")
 
     @property
     def mean(self) -> float:
         """The marginal's mean (PERT: ``(low + 4 likely + high) / 6``), times its probability."""
-        mean: float
-        if self.distribution == "pert":
-            mean = (self.low + 4 * self.likely + self.high) / 6
-        elif self.distribution == "normal":
-            mean = self.likely
-        else:
-            mean = (self.low + self.likely + self.high) / 3
-        return self.probability * mean
+        return self.probability * _mean(self.low, self.likely, self.high, self.distribution)
+
+
+@dataclass(frozen=True)
+class Driver:
+    """A general uncertainty: a triple on a multiplier of the elements that name it."""
+
+    id: str
+    low: float
+    likely: float
+    high: float
+    distribution: Distribution = "pert"
+
+    def __post_init__(self) -> None:
+        _ordered(self.id, self.low, self.likely, self.high, self.distribution)
+        if self.low < 0:
+            raise ValueError(f"{self.id}: a driver multiplies a cost; its low must be at least 0")
+
+
+def _ordered(name: str, low: float, likely: float, high: float, distribution: str) -> None:
+    if not low <= likely <= high:
+        raise ValueError(f"{name}: low, likely and high must be in rising order")
+    if distribution == "normal" and not math.isclose(
+        likely - low, high - likely, abs_tol=SYMMETRY_NOK
+    ):
+        raise ValueError(f"{name}: a normal element's likely must be midway from low to high")
+
+
+def _mean(low: float, likely: float, high: float, distribution: str) -> float:
+    if distribution == "pert":
+        return (low + 4 * likely + high) / 6
+    if distribution == "normal":
+        return likely
+    return (low + likely + high) / 3
 
 
 @dataclass(frozen=True)
 class Effect:
-    """A measure applied to the simulated cost: each sample is lowered by ``share`` of the sum of
-    its elements' draws in that sample (a measure that cuts a share of a scope cuts the same share
-    of its uncertainty)."""
+    """A measure applied to the simulated cost: each sample is lowered by ``fixed`` (sums off its
+    elements, their spread kept) and by ``shares`` of its elements' draws in that sample (a share
+    of a scope, and so of its spread), the whole times the measure's own draw of its size when it
+    has a ``spread`` (its low, likely and high as multipliers of its size, e.g. 0.5 / 1 / 1.2).
+    Applied together, measures never take more off an element than its most likely figure (the
+    sums) or its whole draw (the shares)."""
 
     id: str
-    shares: Mapping[str, float]
+    shares: Mapping[str, float] = field(default_factory=dict)
     """Element id → the share of that element the measure removes."""
+    fixed: Mapping[str, float] = field(default_factory=dict)
+    """Element id → the sum the measure takes off that element."""
+    spread: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
 class Delta:
-    """What a measure (or a set of them) does to the frame's quantiles: negative lowers them."""
+    """What a measure (or a set of them) does to the frame's quantiles: negative lowers them;
+    each with its standard error."""
 
     p50: float
     p85: float
+    p50_error: float = 0.0
+    p85_error: float = 0.0
+
+
+@dataclass(frozen=True)
+class Swing:
+    """The expected total with one element or driver held at its P10 and at its P90."""
+
+    id: str
+    at_p10: float
+    at_p90: float
+
+    @property
+    def width(self) -> float:
+        return abs(self.at_p90 - self.at_p10)
 
 
 @dataclass(frozen=True)
 class Simulation:
-    """The simulated total: its quantiles, S-curve, largest contributors and measures' deltas."""
+    """The simulated total: its quantiles and their errors, S-curve, what drives its spread and
+    the measures' deltas."""
 
     seed: int
     samples: int
     mean: float
     quantiles: Mapping[str, float]
+    errors: Mapping[str, float]
+    """Each quantile's, the mean's and the reserve's (``reserve``: P85 - P50) standard error."""
     curve: tuple[float, ...]
     """The total at 0 %, 1 %, … 100 % of the samples (``CURVE_POINTS``)."""
     contributions: tuple[tuple[str, float], ...]
-    """Each element's share of the total's standard deviation (its covariance with the total over
-    the total's deviation: they add up to it), largest first."""
+    """Each element's and driver's share of the total's standard deviation (they add up to it),
+    largest first."""
+    swings: tuple[Swing, ...]
+    """Each element's and driver's swing, widest first."""
     deviation: float
     stable_to: float
-    """Half P85's distribution-free 95 % interval, as a share of P85."""
+    """Half P85's 95 % interval, as a share of P85."""
     effects: Mapping[str, Delta] = field(default_factory=dict)
     joint: Delta | None = None
     """``together``'s effect: a set of measures applied at once."""
 
 
-def _stream(seed: int, name: str) -> np.random.Generator:
-    """A generator of its own for ``name``: a stable hash of it and the seed (never Python's
-    ``hash``, which a process salts)."""
-    digest = hashlib.sha256(name.encode("utf-8")).digest()
-    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
-    return np.random.default_rng([seed & 0xFFFFFFFF, *words])
-
-
-def _cdf_table(shape_a: float, shape_b: float) -> Floats:
-    """A standard beta's distribution function on ``GRID`` evenly spaced points of [0, 1]: its
-    density integrated over each step by eight-point Gauss-Legendre, summed, and divided by the
-    whole (the beta function). Both shapes are at least 1, so the density is bounded, but where
-    a shape is not whole it is not smooth at that end (``x ** 0.04`` near 0): the two end steps
-    are integrated apart (``_end_step``). Within 1e-9 of ``scipy.special.betainc``, far below the
-    table's own linear inversion (``_standard``).
-
-    Not scipy itself: it held 13 MB in every daemon that had simulated a frame, over the idle
-    daemon's target (``bench_daemon``); ``tests/test_uncertainty.py`` holds this to it."""
-    edges = np.linspace(0.0, 1.0, GRID)
-    step = edges[1] - edges[0]
-    x = edges[:-1, None] + step / 2 * (_NODES + 1.0)
-    steps = (x ** (shape_a - 1.0) * (1.0 - x) ** (shape_b - 1.0)) @ _WEIGHTS * (step / 2)
-    steps[0], steps[-1] = _end_step(shape_a, shape_b, step), _end_step(shape_b, shape_a, step)
-    cdf: Floats = np.concatenate(([0.0], np.cumsum(steps)))
-    table: Floats = cdf / cdf[-1]
-    return table
-
-
-def _end_step(shape_a: float, shape_b: float, width: float) -> float:
-    """The beta density's integral over [0, ``width``] (the last step's is the mirror one's,
-    shapes swapped). With x = width · u^(1/a) it is (width^a / a) ∫₀¹ (1 − width · u^(1/a))^(b−1)
-    du: the factor that is not smooth at 0 is gone, and what is left hardly moves."""
-    u = (_NODES + 1.0) / 2
-    inner = (1.0 - width * u ** (1.0 / shape_a)) ** (shape_b - 1.0)
-    return float(width**shape_a / shape_a * (inner @ _WEIGHTS) / 2)
-
-
-@functools.lru_cache(maxsize=256)
-def _standard(distribution: Distribution, r: float) -> Floats:
-    """The standard marginal (on [0, 1], mode ``r``) at each of ``SCORES``: its quantile function
-    composed with the normal distribution function, smooth in the score even where the quantile
-    function is steep. Kept for the shapes last used (25 kB each): a project's lines share few."""
-    u = _SCORE_SHARES
-    if distribution == "triangular":
-        found: Floats = np.where(u < r, np.sqrt(u * r), 1.0 - np.sqrt((1.0 - u) * (1.0 - r)))
-    else:
-        cdf = _cdf_table(1.0 + 4.0 * r, 1.0 + 4.0 * (1.0 - r))
-        found = np.interp(u, cdf, np.linspace(0.0, 1.0, GRID))
-    found.flags.writeable = False  # shared by every later call
-    return found
-
-
-def _draws_of(element: Element, score: Floats) -> Floats:
-    """An element's draws from its normal scores: its standard marginal's table (``_standard``)
-    interpolated linearly — a few passes over the samples, where a search of a table per sample
-    took twelve times as long."""
-    low, width = element.low, element.high - element.low
-    if width <= 0:
-        return np.full(len(score), float(low))
-    if element.distribution == "normal":
-        scaled: Floats = element.likely + (width / 2 / P90_SCORE) * score
-        return scaled
-    table = _standard(element.distribution, (element.likely - low) / width)
-    at = np.clip((score - SCORES[0]) * (1.0 / SCORE_STEP), 0.0, len(SCORES) - 1.000001)
-    k = at.astype(np.intp)
-    before = table[k]
-    standard = before + (at - k) * (table[k + 1] - before)
-    drawn: Floats = low + width * standard
-    return drawn
-
-
-def _element_draws(
-    element: Element, rho: Mapping[str, float], seed: int, n: int, factors: dict[str, Floats]
-) -> Floats:
-    """An element's ``n`` draws, the same each time they are asked for: its normal scores from its
-    own stream (mixed with its group's factor, kept in ``factors``), then its marginal; an event's
-    happening drawn after them from the same stream."""
-    stream = _stream(seed, "element:" + element.id)
-    score = stream.standard_normal(n)
-    coefficient = rho.get(element.group, 0.0) if element.group else 0.0
-    if coefficient > 0.0:
-        assert element.group is not None
-        factor = factors.get(element.group)
-        if factor is None:
-            factor = factors[element.group] = _stream(
-                seed, "group:" + element.group
-            ).standard_normal(n)
-        score = math.sqrt(coefficient) * factor + math.sqrt(1.0 - coefficient) * score
-    x = _draws_of(element, score)
-    if element.probability < 1.0:
-        x = np.where(stream.random(n) < element.probability, x, 0.0)
-    return x
-
-
-def _draws(
-    elements: Sequence[Element],
-    rho: Mapping[str, float],
-    effects: Sequence[Effect],
-    seed: int,
-    n: int,
-) -> tuple[Floats, Floats, list[Floats]]:
-    """(the total of each sample, each element's covariance with it, each effect's removal in
-    each sample).
-
-    An element's covariance with the total is its covariance with its own group's sum (with
-    itself, alone in no group): elements of different groups are independent, so that is what
-    the rest of the total adds in expectation. The elements are drawn a group at a time; a
-    group's draws are held for it while they fit in ``HELD_VALUES``, and drawn again otherwise
-    (a table of thousands of lines in one group would need gigabytes)."""
-    total = np.zeros(n)
-    removed = [np.zeros(n) for _ in effects]
-    covariance = np.zeros(len(elements))
-    place = {element.id: i for i, element in enumerate(elements)}
-    touching: dict[str, list[tuple[int, float]]] = {}
-    for i, effect in enumerate(effects):
-        for name, share in effect.shares.items():
-            touching.setdefault(name, []).append((i, share))
-    ordered = sorted(elements, key=lambda e: (e.group is not None, e.group or ""))
-    for group, found in itertools.groupby(ordered, key=lambda e: e.group):
-        members = list(found)
-        factors: dict[str, Floats] = {}
-        hold = group is not None and len(members) * n <= HELD_VALUES
-        held: list[tuple[int, Floats]] = []
-        summed = np.zeros(n)
-        for element in members:
-            x = _element_draws(element, rho, seed, n, factors)
-            total += x
-            for i, share in touching.get(element.id, ()):
-                removed[i] += share * x
-            if group is None:
-                covariance[place[element.id]] = float(x.var())
-                continue
-            summed += x
-            if hold:
-                held.append((place[element.id], x))
-        if group is None:
-            continue
-        centred = summed - summed.mean()
-        again = (
-            held
-            if hold
-            else ((place[e.id], _element_draws(e, rho, seed, n, factors)) for e in members)
-        )
-        for i, x in again:
-            covariance[i] = float(np.dot(x - x.mean(), centred)) / n
-    return total, covariance, removed
-
-
 def _at(ordered: Floats, shares: Sequence[float] | Floats) -> Floats:
-    """Sorted samples' quantiles at ``shares``, as ``np.quantile`` takes them (linearly between
-    the two order statistics about ``share * (n - 1)``), without sorting again for each."""
-    place = np.asarray(shares, dtype=np.float64) * (len(ordered) - 1)
+    """Sorted samples' quantiles at ``shares`` (the last axis), as ``np.quantile`` takes them
+    (linearly between the two order statistics about ``share * (n - 1)``)."""
+    count = ordered.shape[-1]
+    place = np.asarray(shares, dtype=np.float64) * (count - 1)
     below = np.floor(place).astype(np.intp)
-    above = np.minimum(below + 1, len(ordered) - 1)
-    found: Floats = ordered[below] + (place - below) * (ordered[above] - ordered[below])
+    above = np.minimum(below + 1, count - 1)
+    low, high = ordered[..., below], ordered[..., above]
+    found: Floats = low + (place - below) * (high - low)
     return found
 
 
-def _quantiles(ordered: Floats) -> dict[str, float]:
-    found = _at(ordered, list(QUANTILES.values()))
-    return {name: float(v) for name, v in zip(QUANTILES, found, strict=True)}
+_SHARES: Final = [QUANTILES["p50"], QUANTILES["p85"]]
+_REACH: Final = 6.0
+"""Standard deviations of an order statistic's rank the smoothing weights reach to."""
 
 
-def _stability(ordered: Floats) -> float:
-    """Half the distribution-free 95 % interval of P85 (its order statistics), as a share of it."""
-    half = 1.96 * math.sqrt(0.85 * 0.15 / len(ordered))
-    lo, p85, hi = _at(ordered, [max(0.85 - half, 0.0), 0.85, min(0.85 + half, 1.0)]).tolist()
-    return (hi - lo) / 2 / abs(p85) if p85 else 0.0
+@functools.lru_cache(maxsize=64)
+def _weights(count: int, share: float) -> tuple[int, Floats]:
+    """Harrell-Davis weights in their normal limit: the order statistics about rank
+    ``share * (count - 1)``, each weighted by how likely it is to be the quantile's rank (a
+    normal with the order statistic's own deviation, ``sqrt(count * share * (1 - share))``)."""
+    centre = share * (count - 1)
+    deviation = max(math.sqrt(count * share * (1.0 - share)), 0.5)
+    first = max(0, math.floor(centre - _REACH * deviation))
+    last = min(count - 1, math.ceil(centre + _REACH * deviation))
+    ranks = np.arange(first, last + 1, dtype=np.float64)
+    weights = np.exp(-0.5 * ((ranks - centre) / deviation) ** 2)
+    found: Floats = weights / weights.sum()
+    return first, found
 
 
-def _delta(total: Floats, removed: Floats, base: Mapping[str, float]) -> Delta:
-    """What removing ``removed`` from each sample does to P50 and P85, read as the base was."""
-    after = _at(np.sort(total - removed), [QUANTILES["p50"], QUANTILES["p85"]])
-    return Delta(p50=float(after[0]) - base["p50"], p85=float(after[1]) - base["p85"])
+def _smoothed(ordered: Floats, shares: Sequence[float]) -> Floats:
+    """Sorted samples' quantiles (the last axis) as a weighted average of the order statistics
+    about each (``_weights``), not the one or two at its rank: a measure's ΔP85 on the same
+    samples is then an average of its removal over the hundreds of samples about P85, not over
+    two, and needs some tens of times fewer samples to be as exact. A constant shift of every
+    sample shifts it by exactly that (the weights add up to 1)."""
+    count = ordered.shape[-1]
+    found = []
+    for share in shares:
+        first, weights = _weights(count, float(share))
+        found.append(ordered[..., first : first + len(weights)] @ weights)
+    stacked: Floats = np.stack(found, axis=-1)
+    return stacked
+
+
+@dataclass(frozen=True)
+class _Figures:
+    full: Floats
+    """The quantiles over every sample."""
+    left: Floats
+    """The quantiles with each of ``BATCHES`` groups of the samples left out, a row a group."""
+
+
+_ALL: Final = list(QUANTILES.values())
+
+
+def _figures(values: Floats, shares: Sequence[float]) -> tuple[_Figures, Floats]:
+    """The samples' quantiles at ``shares``, all and with each group left out (and the samples,
+    sorted)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    group = order % BATCHES
+    left = np.stack([_smoothed(ordered[group != b], shares) for b in range(BATCHES)])
+    return _Figures(_smoothed(ordered, shares), left), ordered
+
+
+def _jackknife(left: Floats) -> Floats:
+    """Standard errors by the delete-a-group jackknife (each group a twentieth of the samples:
+    unlike the delete-one jackknife, consistent for a quantile), one a column of ``left``.
+    Batches' own spread would not do: a smoothed quantile of a twentieth of the samples is not
+    the same estimator as that of all of them."""
+    count = left.shape[0]
+    spread = ((left - left.mean(axis=0)) ** 2).sum(axis=0)
+    found: Floats = np.sqrt((count - 1) / count * spread)
+    return found
+
+
+def _delta(after: Floats, base: _Figures) -> Delta:
+    """What a removal does to P50 and P85 (``after``: the samples less it), and the errors of
+    both: on the same samples, most of the noise cancels."""
+    moved, _ordered = _figures(after, _SHARES)
+    full = moved.full - base.full[1:3]
+    errors = _jackknife(moved.left - base.left[:, 1:3])
+    return Delta(
+        p50=float(full[0]),
+        p85=float(full[1]),
+        p50_error=float(errors[0]),
+        p85_error=float(errors[1]),
+    )
+
+
+def _short(
+    quantiles: Mapping[str, float], errors: Mapping[str, float], deltas: Sequence[Delta]
+) -> float:
+    """How far the widest figure is from its target: 1 or less, every one is within it."""
+
+    def ratio(error: float, allowed: float) -> float:
+        return 0.0 if error == 0 else Z95 * error / allowed if allowed > 0 else math.inf
+
+    found = [
+        ratio(errors["p85"], TARGETS["p85"] * abs(quantiles["p85"])),
+        ratio(errors["reserve"], TARGETS["reserve"] * abs(quantiles["p85"] - quantiles["p50"])),
+    ]
+    found += [
+        ratio(d.p85_error, max(TARGETS["delta_p85"] * abs(d.p85), TARGETS["delta_p85_nok"]))
+        for d in deltas
+    ]
+    return max(found)
 
 
 def simulate(
     elements: Sequence[Element],
     *,
+    drivers: Sequence[Driver] = (),
     correlation: Mapping[str, float] | None = None,
     effects: Sequence[Effect] = (),
-    together: Effect | None = None,
+    together: Sequence[str] = (),
     seed: int,
     samples: int = SAMPLES,
 ) -> Simulation:
-    """The total of ``elements`` simulated from ``seed``: quantiles, S-curve, contributors, each
-    of ``effects`` alone, and ``together`` (a set of measures as one effect: ``joint``), all on
-    the same samples."""
+    """The total of ``elements`` simulated from ``seed``: quantiles, S-curve, what drives the
+    spread, each of ``effects`` alone, and those named in ``together`` applied at once
+    (``joint``: effects do not add at a quantile), all on the same samples."""
     rho = dict(correlation or {})
     for group, coefficient in rho.items():
         if not 0.0 <= coefficient <= 1.0:
             raise ValueError(f"correlation of {group}: {coefficient} is not between 0 and 1")
-    ids = [element.id for element in elements]
+    ids = [element.id for element in elements] + [driver.id for driver in drivers]
     if len(set(ids)) != len(ids):
-        raise ValueError("two elements share an id")
-    n = max(int(samples), 100)
-    before = math.inf
+        raise ValueError("two elements or drivers share an id")
+    known = {driver.id for driver in drivers}
+    for element in elements:
+        for name in element.drivers:
+            if name not in known:
+                raise ValueError(f"{element.id}: driver {name!r} is not one of the drivers given")
+    try:
+        return _simulated(elements, drivers, rho, effects, together, seed, samples)
+    finally:
+        forget()
+
+
+def _simulated(
+    elements: Sequence[Element],
+    drivers: Sequence[Driver],
+    rho: Mapping[str, float],
+    effects: Sequence[Effect],
+    together: Sequence[str],
+    seed: int,
+    samples: int,
+) -> Simulation:
+    """Rounds of samples drawn until every figure is within its target."""
+    n = max(int(samples), 100 * BATCHES // 10)
+    shorts: list[float] = []
+    rounds: list[Draws] = []
     while True:
-        total, covariance, removed = _draws(
-            elements, rho, [*effects, *([together] if together else [])], seed, n
-        )
-        ordered = np.sort(total)
-        stable_to = _stability(ordered)
-        # Twice the samples narrow the interval by about 1/sqrt(2); one that does not narrow
-        # sits on a jump (an event's probability at P85), which no sample count smooths.
-        if stable_to <= STABLE_TO or n >= MAX_SAMPLES or stable_to > NARROWS * before:
+        size = n - sum(len(r.total) for r in rounds)
+        rounds.append(draw(elements, drivers, rho, effects, together, seed, size, len(rounds)))
+        found = joined(rounds)
+        base, ordered = _figures(found.total, _ALL)
+        quantiles = {name: float(v) for name, v in zip(QUANTILES, base.full, strict=True)}
+        errors = {name: float(v) for name, v in zip(QUANTILES, _jackknife(base.left), strict=True)}
+        errors["reserve"] = float(_jackknife(base.left[:, 2] - base.left[:, 1])[()])
+        errors["mean"] = float(found.total.std() / math.sqrt(n))
+        deltas = [_delta(found.total - removed, base) for removed in found.removed]
+        shorts.append(_short(quantiles, errors, deltas[: len(effects)]))
+        # Eight times the samples narrow every error to 0.35 of what it was; what they do not
+        # narrow to NARROWS cubed sits on a jump (an event's probability at P85), which no
+        # sample count smooths. Three doublings, not one: an error measured is itself noisy.
+        stuck = len(shorts) >= 4 and shorts[-1] > NARROWS**3 * shorts[-4]
+        if shorts[-1] <= 1.0 or n >= MAX_SAMPLES or stuck:
             break
-        before, n = stable_to, min(n * 2, MAX_SAMPLES)
-    quantiles = _quantiles(ordered)
-    deviation = float(total.std())
-    order = np.argsort(-covariance, kind="stable")
-    contributions = tuple(
-        (ids[i], float(covariance[i]) / deviation if deviation else 0.0) for i in order.tolist()
+        n = min(n * 2, MAX_SAMPLES)
+    return _simulation(
+        elements,
+        drivers,
+        rho,
+        seed,
+        found,
+        ordered,
+        quantiles,
+        errors,
+        deltas,
+        effects,
+        bool(together),
     )
-    curve = _at(ordered, np.linspace(0.0, 1.0, CURVE_POINTS))
+
+
+def _simulation(
+    elements: Sequence[Element],
+    drivers: Sequence[Driver],
+    rho: Mapping[str, float],
+    seed: int,
+    found: Draws,
+    ordered: Floats,
+    quantiles: Mapping[str, float],
+    errors: Mapping[str, float],
+    deltas: Sequence[Delta],
+    effects: Sequence[Effect],
+    joint: bool,
+) -> Simulation:
+    """The figures of the last draw, with what drives the spread: a second pass over the
+    elements, against the total, on the first round's samples (the shares scaled to add up to
+    the whole deviation)."""
+    total, mean = found.total, float(found.total.mean())
+    deviation = float(total.std())
+    first = found.rounds[0]
+    part = total[:first]
+    centred = part - part.mean()
+    scale = deviation / float(part.std()) if part.std() else 0.0
+
+    def share(x: Floats) -> float:
+        return (
+            float(np.dot(x - x.mean(), centred)) / first / deviation * scale if deviation else 0.0
+        )
+
+    shares: list[tuple[str, float]] = []
+    swings: list[Swing] = []
+    for element in elements:
+        x, multiplier = element_draws(element, rho, seed, found)
+        shares.append((element.id, share(x)))
+        swings.append(Swing(*swing_of(element, x, multiplier, mean)))
+    for driver in drivers:
+        shares.append((driver.id, share(found.added[driver.id][:first])))
+        swings.append(Swing(*found.driver_swing(driver, mean)))
+    stable_to = Z95 * errors["p85"] / abs(quantiles["p85"]) if quantiles["p85"] else 0.0
     return Simulation(
         seed=seed,
-        samples=n,
-        mean=float(total.mean()),
+        samples=len(total),
+        mean=mean,
         quantiles=quantiles,
-        curve=tuple(float(v) for v in curve),
-        contributions=contributions,
+        errors=errors,
+        curve=tuple(float(v) for v in _at(ordered, np.linspace(0.0, 1.0, CURVE_POINTS))),
+        contributions=tuple(sorted(shares, key=lambda s: -s[1])),
+        swings=tuple(sorted(swings, key=lambda s: -s.width)),
         deviation=deviation,
         stable_to=stable_to,
-        effects={
-            e.id: _delta(total, r, quantiles)
-            for e, r in zip(effects, removed[: len(effects)], strict=True)
-        },
-        joint=_delta(total, removed[-1], quantiles) if together else None,
+        effects={e.id: d for e, d in zip(effects, deltas[: len(effects)], strict=True)},
+        joint=deltas[-1] if joint else None,
     )

@@ -22,6 +22,7 @@ from portfolio_optimiser.learning import LearnedVerdict
 from portfolio_optimiser.outputs.portfolio import (
     SVG_NAME,
     PageCandidate,
+    PageFrame,
     PageOutcome,
     PageVerdict,
     PortfolioBook,
@@ -96,10 +97,11 @@ class PortfolioPage:
         self._runs = {page.project_id: page.run_id for page in pages}
         lines = {page.project_id: self._lines(ledger, page) for page in pages}
         return PortfolioBook.of(
-            (c for candidates, _outcome in lines.values() for c in candidates),
+            (c for candidates, _outcome, _frame in lines.values() for c in candidates),
             projects=self.portfolio.ingested.ids(),
             verdicts=self._folded(ledger),
-            outcomes={p: outcome for p, (_c, outcome) in lines.items() if outcome is not None},
+            outcomes={p: outcome for p, (_c, outcome, _f) in lines.items() if outcome is not None},
+            frames={p: frame for p, (_c, _o, frame) in lines.items() if frame is not None},
         )
 
     def _after_runs(self, book: PortfolioBook, ledger: Ledger) -> None:
@@ -123,13 +125,14 @@ class PortfolioPage:
 
     def _lines(
         self, ledger: Ledger, page: ProjectPage
-    ) -> tuple[list[PageCandidate], PageOutcome | None]:
-        """A project's candidates on the page, and its outcome if it is finished."""
+    ) -> tuple[list[PageCandidate], PageOutcome | None, PageFrame | None]:
+        """A project's candidates on the page, its outcome if it is finished, and what its
+        frame flags."""
         text = page.candidates
         if text is None:  # a run recorded before the ledger kept its page: read once, kept
             text = page_of(Path(page.folder), self.log)
             if text is None:
-                return [], None
+                return [], None, None
             ledger.records.record_project_page(page.project_id, page.run_id, text)
         try:
             return read_lines(text, page.project_id, page.run_id)
@@ -137,7 +140,7 @@ class PortfolioPage:
             self.log.warning(
                 "run left out of the portfolio report", run=page.folder, problem=str(exc)
             )
-            return [], None
+            return [], None, None
 
     def _thin_classes(self) -> list[tuple[str, str, int]]:
         """The thin classes of the index as last published (counted once per index)."""

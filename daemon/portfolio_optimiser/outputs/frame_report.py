@@ -1,47 +1,40 @@
-"""The uncertainty frame in the report: P50 and P85 with the kostnadsramme, each candidate's effect
-on them, and two charts — the S-curve and the largest contributors (a tornado).
+"""The uncertainty frame in the report, in the words a KS2 analyst reads it by: the governing
+frame (the project's stated one where it gives it) with the simulation beside it as a
+cross-check, the reserve (usikkerhetsavsetning) and the expected addition (forventet tillegg)
+apart, every simulated figure rounded to what its Monte Carlo error supports, flags where the
+simulation diverges from the stated frame or the kostnadsramme falls below the styringsramme,
+each candidate's effect, and three charts (``frame_charts``).
 
 A cost expert reads a measure by what it does to P50 and P85 and by when it must be decided, as a
 kuttliste is read: the candidates are listed here by their decision point (the date it begins
-with; one without a date last), then by how far they lower P85. Every figure is rounded to whole kroner; the
+with; one without a date last), then by how far they lower P85. The
 report says what the frame assumed (lines taken as certain, the correlation used, the samples and
 the seed), never leaving a reader to guess.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING, Final
-from xml.sax.saxutils import escape as xml_escape
 
 from portfolio_optimiser.context.frame import Frame
 from portfolio_optimiser.context.uncertainty import STABLE_TO
 
 from ._markdown import format_nok
 from ._markdown import md as _md
+from .frame_charts import CURVE_SVG, SHARES_SVG, SWING_SVG
 
 if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs never do
     from portfolio_optimiser.pipeline.outcome import CandidateRun, RunResult
 
     from .report import Redactor
 
-__all__ = [
-    "CURVE_SVG",
-    "TORNADO_SVG",
-    "decision_date",
-    "frame_files",
-    "frame_section",
-    "outcome_section",
-    "render_curve_svg",
-    "render_tornado_svg",
-]
+__all__ = ["decision_date", "frame_section", "outcome_section", "rounded"]
 
-CURVE_SVG: Final = "frame-s-curve.svg"
-TORNADO_SVG: Final = "frame-contributors.svg"
-_FONT: Final = 'font-family="sans-serif" font-size="12" fill="#222222"'
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -54,22 +47,89 @@ def _signed(value: float) -> str:
     return shown if shown.startswith("-") or shown == "0" else "+" + shown
 
 
+def rounded(value: float, error: float) -> str:
+    """A simulated figure to the step its standard error supports (an error of 35 000 shows it
+    to the ten thousand), with the error beside it; an exact one to the krone."""
+    if error <= 0.5:
+        return _kr(value)
+    step = 10 ** math.floor(math.log10(error))
+    shown = _kr(round(value / step) * step)
+    return f"{shown} ± {_kr(round(error / step) * step)}"
+
+
 def _figures(frame: Frame) -> list[str]:
-    stated = {"P50": frame.stated_p50_nok, "P85": frame.stated_p85_nok}
+    e = frame.errors
+    stated = frame.basis == "stated"
+    reserve = frame.kostnadsramme_nok + frame.kuttliste_nok - frame.styringsramme_nok
     rows = [
-        ("P10", frame.p10_nok, None),
-        ("P50 (styringsramme)", frame.p50_nok, stated["P50"]),
-        ("P85", frame.p85_nok, stated["P85"]),
-        ("P90", frame.p90_nok, None),
-        ("the kuttliste's value", frame.kuttliste_nok, None),
-        ("kostnadsramme (P85 less the kuttliste)", frame.kostnadsramme_nok, None),
+        ("base estimate (basiskalkyle)", _kr(frame.base_nok), _kr(frame.base_nok)),
+        (
+            "expected addition (forventet tillegg: the mean less the base)",
+            "",
+            rounded(frame.expected_addition_nok, e["mean"]),
+        ),
+        ("P10", "", rounded(frame.p10_nok, e["p10"])),
+        ("P50 (styringsramme)", _kr(frame.styringsramme_nok), rounded(frame.p50_nok, e["p50"])),
+        (
+            "P85",
+            _kr(frame.kostnadsramme_nok + frame.kuttliste_nok),
+            rounded(frame.p85_nok, e["p85"]),
+        ),
+        ("P90", "", rounded(frame.p90_nok, e["p90"])),
+        (
+            "reserve (usikkerhetsavsetning: P85 less P50)",
+            _kr(reserve),
+            rounded(frame.reserve_nok, e["reserve"]),
+        ),
+        ("the kuttliste's value", _kr(frame.kuttliste_nok), _kr(frame.kuttliste_nok)),
+        (
+            "kostnadsramme (P85 less the kuttliste)",
+            f"**{_kr(frame.kostnadsramme_nok)}**",
+            rounded(frame.simulated_kostnadsramme_nok, e["p85"]),
+        ),
     ]
-    lines = ["| figure | simulated (NOK) | the project states (NOK) |", "|---|---:|---:|"]
-    lines += [
-        f"| {name} | {_kr(value)} | {_kr(given) if given is not None else ''} |"
-        for name, value, given in rows
+    governing = "stated (governs)" if stated else "simulated (governs)"
+    lines = [
+        f"| figure | {governing} (NOK) | simulated ± standard error (NOK) |",
+        "|---|---:|---:|",
     ]
-    return lines
+    lines += [f"| {name} | {given} | {simulated} |" for name, given, simulated in rows]
+    return [*lines, "", *_verdicts(frame)]
+
+
+def _verdicts(frame: Frame) -> list[str]:
+    """What the frame says of itself: which figures govern, and what does not hold together."""
+    if frame.basis == "stated":
+        said = [
+            "The project states its approved frame: that frame governs (kostnadsramme = the stated "
+            "P85 less the validated kuttliste); the simulation beside it is a cross-check."
+        ]
+    else:
+        said = [
+            "The project states no P85: the simulated frame governs (state `p50_nok` and "
+            "`p85_nok` on the project once a frame is approved, and it will govern instead)."
+        ]
+    if frame.divergent and frame.divergence is not None:
+        said.append(
+            f"**The simulation diverges from the stated frame**: its P85 stands "
+            f"{frame.divergence:+.1%} from the stated one, beyond the "
+            f"{frame.divergence_allowed:.0%} that [uncertainty] divergence allows. Check the triple estimates, the drivers and the events against the "
+            "approved analysis, or the stated frame against the estimate."
+        )
+    if frame.incoherent:
+        said.append(
+            f"**Incoherent: the kostnadsramme ({_kr(frame.kostnadsramme_nok)}) is below the "
+            f"styringsramme ({_kr(frame.styringsramme_nok)})**: the kuttliste's validated items "
+            f"({', '.join(frame.incoherent)}) are worth {_kr(frame.kuttliste_nok)} NOK, more than "
+            "the reserve P85 less P50 they are held against. Take items off the kuttliste, "
+            "largest first, or revisit the frame."
+        )
+    return said
+
+
+def _moved(value: float, error: float) -> str:
+    shown = rounded(value, error)
+    return shown if shown.startswith("-") or shown.startswith("0") else "+" + shown
 
 
 def _assumed(frame: Frame, red: Redactor) -> list[str]:
@@ -95,16 +155,7 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
             for name, p in frame.uncertainties.items()
         ]
         said.append(f"- Uncertainty elements beside the lines: {', '.join(risks)}.")
-    if frame.assumed:
-        by_spread: dict[tuple[float, float], list[str]] = {}
-        for code, spread in frame.assumed.items():
-            by_spread.setdefault((spread[0], spread[1]), []).append(code)
-        for (low, high), found in sorted(by_spread.items()):
-            said.append(
-                f"- **Assumed, not given** (no min_nok and max_nok): {codes(found)} drawn from "
-                f"{low:.0%} to {high:.0%} of their amounts ([uncertainty] spread or spreads). "
-                "Give them their own triple estimates to replace the assumption."
-            )
+    said += _drivers(frame, codes)
     if frame.certain:
         said.append(
             f"- **Taken as certain, at their amount** (no min_nok and max_nok given): "
@@ -127,14 +178,38 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
         )
     said.append(
         f"- {frame.samples:,} samples".replace(",", " ")
-        + f", seed {frame.seed}: P85 is within {frame.stable_to:.2%} of its value over them "
-        "(95 %). The same bundle and seed give the same figures."
+        + f", seed {frame.seed}: P85 is within {frame.stable_to:.2%} of its value (95 %); "
+        "the samples grow until P85 (0.5 %), the reserve (2 %) and each candidate's ΔP85 (5 % "
+        "or 20 000 NOK) are within their targets. Each simulated figure is shown to the step "
+        "its standard error supports, ± that error: another seed moves it by about that much."
     )
     if frame.stable_to > STABLE_TO:
         said.append(
             "- **P85 is not stable to 0.5 %**: it moves with the draws by more than that, and "
             "more samples did not narrow it (it sits on a jump, as where an event's probability "
             "falls). Read it with the S-curve about it."
+        )
+    return said
+
+
+def _drivers(frame: Frame, codes: Callable[[Sequence[str]], str]) -> list[str]:
+    said = []
+    for driver in frame.drivers:
+        lines = f"{len(driver.lines)} line(s): {codes(driver.lines)}"
+        if driver.origin == "maturity":
+            said.append(
+                f"- **Assumed, not given** (no min_nok and max_nok): {lines}, drawn at their "
+                f"amounts times one estimate-maturity factor for the account ({driver.id}, "
+                f"{driver.low:.0%} to {driver.high:.0%}, most likely 100 %; [uncertainty] spread "
+                "or spreads), never one factor a line, so the reserve does not shrink as the "
+                "estimate is broken down. Give them their own triple estimates to replace it."
+            )
+            continue
+        where = "the bundle" if driver.origin == "bundle" else "[uncertainty.drivers]"
+        said.append(
+            f"- Uncertainty driver (usikkerhetsdriver) {driver.id} (from {where}): a multiplier "
+            f"{driver.low:g} / {driver.likely:g} / {driver.high:g}, drawn once a sample for its "
+            f"{lines}."
         )
     return said
 
@@ -169,12 +244,14 @@ def _deltas(result: RunResult, frame: Frame, red: Redactor) -> list[str]:
         when = _md(red.text(run.candidate.decide_by or "", "a decision point"))
         lines.append(
             f"| `{run.candidate.id}` {_md(red.text(run.candidate.title, 'a candidate title'))} "
-            f"| {_signed(delta.p50_nok)} | {_signed(delta.p85_nok)} | {when} |"
+            f"| {_moved(delta.p50_nok, delta.p50_error_nok)} "
+            f"| {_moved(delta.p85_nok, delta.p85_error_nok)} | {when} |"
         )
     if frame.joint is not None:
         lines.append(
             f"| all {len(frame.adopted)} validated, together "
-            f"| {_signed(frame.joint.p50_nok)} | {_signed(frame.joint.p85_nok)} | |"
+            f"| {_moved(frame.joint.p50_nok, frame.joint.p50_error_nok)} "
+            f"| {_moved(frame.joint.p85_nok, frame.joint.p85_error_nok)} | |"
         )
     return lines + _beyond_saving(ranked, frame)
 
@@ -200,11 +277,12 @@ def _beyond_saving(ranked: Sequence[CandidateRun], frame: Frame) -> list[str]:
         f"A cut larger than the saving itself ({len(over)} of the {len(ranked)} here; "
         f"`{over[0].candidate.id}`: {name} {_signed(value)} NOK against a saving of "
         f"{format_nok(over[0].candidate.claimed_saving_nok)} NOK) is the model, not an error: a "
-        "measure takes the same share of every simulated draw of its lines as its saving is of "
-        "their base amounts, and so that share of their uncertainty too. At P85 the samples are "
-        "those in which costs ran high, its lines' among them, so the share is taken of more "
-        "than their base amounts; at P50 too, where the lines' ranges reach further above their "
-        "amounts than below them.",
+        "measure declared `effect: proportional` takes the same share of every simulated draw of "
+        "its lines as its saving is of their base amounts, and so that share of their "
+        "uncertainty too. At P85 the samples are those in which costs ran high, its lines' among "
+        "them, so the share is taken of more than their base amounts. A measure of `effect: "
+        "fixed` (the default) takes its sum off and leaves the spread; one with its own range "
+        "(saving_min_nok, saving_max_nok) moves P85 by what it may fall short.",
     ]
 
 
@@ -259,104 +337,15 @@ def frame_section(result: RunResult, red: Redactor) -> list[str]:
         "",
         f"![The S-curve: the cost at each probability]({CURVE_SVG})",
         "",
-        f"![The largest contributors to the spread]({TORNADO_SVG})",
+        "The swing tornado: the expected cost with each element or driver held at its P10 and "
+        "at its P90, the others drawn as usual (what it can swing the cost by):",
+        "",
+        f"![Swing tornado]({SWING_SVG})",
+        "",
+        "The shares of the spread: each element's and driver's covariance with the total over "
+        "the total's standard deviation (they add up to it; a variance allocation, not a "
+        "tornado):",
+        "",
+        f"![Shares of the spread]({SHARES_SVG})",
         "",
     ]
-
-
-def _svg(width: int, height: int, title: str) -> list[str]:
-    safe = xml_escape(title, {'"': "&quot;"})
-    return [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img">',
-        f"<title>{safe}</title>",
-        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-        f'<text x="10" y="22" font-family="sans-serif" font-size="15" fill="#222222">{safe}</text>',
-    ]
-
-
-def _millions(value: float) -> str:
-    return f"{value / 1e6:,.1f}".replace(",", " ").replace(".", ",") + " M"
-
-
-def render_curve_svg(frame: Frame, *, title: str) -> str:
-    """The S-curve: the cost (x) against the probability it is not exceeded (y), with P50 and
-    P85 marked and the kostnadsramme drawn beside them."""
-    width, height, left, right, top, bottom = 640, 360, 70, 20, 40, 50
-    low, high = frame.curve[0], frame.curve[-1]
-    span = (high - low) or 1.0
-
-    def x(value: float) -> float:
-        return left + (value - low) / span * (width - left - right)
-
-    def y(share: float) -> float:
-        return height - bottom - share * (height - top - bottom)
-
-    last = len(frame.curve) - 1
-    path = " ".join(
-        f"{'M' if i == 0 else 'L'}{x(value):.1f},{y(i / last):.1f}"
-        for i, value in enumerate(frame.curve)
-    )
-    out = _svg(width, height, title)
-    out.append(f'<path d="{path}" fill="none" stroke="#2b6cb0" stroke-width="2"/>')
-    marks = [("P50", frame.p50_nok, 0.5), ("P85", frame.p85_nok, 0.85)]
-    for name, value, share in marks:
-        out += [
-            f'<line x1="{x(value):.1f}" y1="{y(0):.1f}" x2="{x(value):.1f}" y2="{y(share):.1f}" '
-            'stroke="#888888" stroke-dasharray="4 3"/>',
-            f'<text x="{x(value) + 4:.1f}" y="{y(share) - 4:.1f}" {_FONT}>{name} '
-            f"{_millions(value)}</text>",
-        ]
-    if low <= frame.kostnadsramme_nok <= high:
-        at = x(frame.kostnadsramme_nok)
-        out += [
-            f'<line x1="{at:.1f}" y1="{y(0):.1f}" x2="{at:.1f}" y2="{y(1):.1f}" '
-            'stroke="#c05621" stroke-width="1.5"/>',
-            f'<text x="{at + 4:.1f}" y="{y(1) + 12:.1f}" {_FONT}>kostnadsramme</text>',
-        ]
-    out += [
-        f'<text x="{left}" y="{height - 18}" {_FONT}>{_millions(low)}</text>',
-        f'<text x="{width - right}" y="{height - 18}" text-anchor="end" {_FONT}>'
-        f"{_millions(high)} NOK</text>",
-        f'<text x="{left - 6}" y="{y(1) + 4:.1f}" text-anchor="end" {_FONT}>100 %</text>',
-        f'<text x="{left - 6}" y="{y(0) + 4:.1f}" text-anchor="end" {_FONT}>0 %</text>',
-        "</svg>",
-    ]
-    return "\n".join(out) + "\n"
-
-
-def render_tornado_svg(frame: Frame, *, redactor: Redactor, title: str) -> str:
-    """The largest contributors to the total's spread: each line's share of its standard
-    deviation, one bar each, largest on top."""
-    bars = frame.contributors
-    label_w, bar_w, value_w, row_h, top = 120, 360, 130, 26, 40
-    width, height = label_w + bar_w + value_w, top + row_h * max(1, len(bars)) + 12
-    out = _svg(width, height, title)
-    widest = max((bar.deviation_nok for bar in bars), default=0.0) or 1.0
-    if not bars:
-        out.append(f'<text x="10" y="{top + 18}" {_FONT}>No line adds to the spread.</text>')
-    for i, bar in enumerate(bars):
-        at = top + i * row_h
-        length = max(1, round(bar.deviation_nok / widest * (bar_w - 10)))
-        code = xml_escape(redactor.text(bar.code, "a cost code")[:16])
-        out += [
-            f'<text x="{label_w - 8}" y="{at + 17}" text-anchor="end" {_FONT}>{code}</text>',
-            f'<rect x="{label_w}" y="{at + 4}" width="{length}" height="{row_h - 8}" '
-            'fill="#2b6cb0"/>',
-            f'<text x="{label_w + length + 6}" y="{at + 17}" {_FONT}>'
-            f"{_millions(bar.deviation_nok)}</text>",
-        ]
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
-
-
-def frame_files(result: RunResult, red: Redactor) -> dict[str, bytes]:
-    """The frame's two charts, by file name; none for a project with no triple estimate."""
-    if result.frame is None:
-        return {}
-    run = f"{result.project_id}, run {result.run_id}"
-    curve = render_curve_svg(result.frame, title=f"The S-curve — {run}")
-    tornado = render_tornado_svg(
-        result.frame, redactor=red, title=f"The largest contributors to the spread — {run}"
-    )
-    return {CURVE_SVG: curve.encode("utf-8"), TORNADO_SVG: tornado.encode("utf-8")}

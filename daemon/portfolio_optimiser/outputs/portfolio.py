@@ -28,9 +28,11 @@ from .frame_report import decision_date
 from .portfolio_lines import (
     History,
     PageCandidate,
+    PageFrame,
     PageOutcome,
     PageVerdict,
     page_json,
+    read_frame,
     read_lines,
     read_outcome,
     read_page,
@@ -41,10 +43,12 @@ from .report import Redactor, format_nok, render_savings_svg
 __all__ = [
     "SVG_NAME",
     "PageCandidate",
+    "PageFrame",
     "PageOutcome",
     "PageVerdict",
     "PortfolioBook",
     "page_json",
+    "read_frame",
     "read_lines",
     "read_outcome",
     "read_page",
@@ -81,6 +85,7 @@ class PortfolioBook:
     _above: dict[tuple[str, int], BookLine] = field(default_factory=dict)
     """Lines approved above their claim, by (project, place)."""
     _outcomes: dict[str, PageOutcome] = field(default_factory=dict)
+    _frames: dict[str, PageFrame] = field(default_factory=dict)
     _history: History = field(default_factory=History)
     _due: list[tuple[date, str, int]] = field(default_factory=list)
     """The open lines with a dated decision point, by that date: those before today have passed."""
@@ -94,17 +99,21 @@ class PortfolioBook:
         projects: Iterable[str],
         verdicts: Mapping[str, PageVerdict],
         outcomes: Mapping[str, PageOutcome] | None = None,
+        frames: Mapping[str, PageFrame] | None = None,
     ) -> PortfolioBook:
-        """A book built afresh: every project's candidates and outcome, and the verdicts as they
-        stand."""
+        """A book built afresh: every project's candidates, outcome and frame flags, and the
+        verdicts as they stand."""
         book = cls()
         book._verdicts = dict(verdicts)
         by_project: dict[str, list[PageCandidate]] = {}
         for candidate in candidates:
             by_project.setdefault(candidate.project_id, []).append(candidate)
-        for project_id in set(by_project) | set(outcomes or {}):
+        for project_id in set(by_project) | set(outcomes or {}) | set(frames or {}):
             book.replace(
-                project_id, by_project.get(project_id, []), (outcomes or {}).get(project_id)
+                project_id,
+                by_project.get(project_id, []),
+                (outcomes or {}).get(project_id),
+                (frames or {}).get(project_id),
             )
         book.set_projects(projects)
         return book
@@ -122,9 +131,14 @@ class PortfolioBook:
         project_id: str,
         candidates: Sequence[PageCandidate],
         outcome: PageOutcome | None = None,
+        frame: PageFrame | None = None,
     ) -> None:
-        """A project's latest run is now this one: its validated candidates, in its order, and
-        its outcome if it is finished."""
+        """A project's latest run is now this one: its validated candidates, in its order, its
+        outcome if it is finished, and what its frame flags."""
+        if frame is None:
+            self._frames.pop(project_id, None)
+        else:
+            self._frames[project_id] = frame
         before = self._outcomes.pop(project_id, None)
         if before is not None:
             self._history.add(before, -1)
@@ -243,6 +257,7 @@ class PortfolioBook:
             ),
             *self._largest(),
             *self._passed(stamp),
+            *self._flagged(),
             *self._history.section(),
             *self._approved_above(),
             *_thin(thin),
@@ -255,6 +270,19 @@ class PortfolioBook:
             bars = [(label, totals.validated) for label, totals in sorted(self._by_project.items())]
             self._svg = render_savings_svg(bars, redactor=red, title="Validated savings by project")
         return "\n".join(body) + "\n", self._svg
+
+    def _flagged(self) -> list[str]:
+        """The projects whose frame does not hold together, or whose simulation diverges from
+        the frame they state: a KS2 analyst looks at these first."""
+        if not self._frames:
+            return []
+        red = self.redactor
+        body = ["", "## Frames to look at", ""]
+        for project_id, frame in sorted(self._frames.items()):
+            body.append(
+                f"- {md(red.text(project_id, 'a project id'))}: " + "; ".join(frame.said()) + "."
+            )
+        return body
 
     def _largest(self) -> list[str]:
         red = self.redactor

@@ -16,9 +16,11 @@ from .proposals import Proposals
 __all__ = [
     "History",
     "PageCandidate",
+    "PageFrame",
     "PageOutcome",
     "PageVerdict",
     "page_json",
+    "read_frame",
     "read_lines",
     "read_outcome",
     "read_page",
@@ -39,6 +41,29 @@ class PageCandidate:
     saving: Decimal
     decide_by: str | None = None
     """Its latest decision point, as its measure names it (a date first, or a phase)."""
+
+
+@dataclass(frozen=True)
+class PageFrame:
+    """What a project's frame flags: its simulation diverging from its stated frame (by this
+    share of the stated P85), its kostnadsramme below its styringsramme (these kuttliste items)."""
+
+    divergence: Decimal | None
+    incoherent: tuple[str, ...]
+
+    def said(self) -> list[str]:
+        found = []
+        if self.divergence is not None:
+            found.append(
+                f"the simulated P85 stands {float(self.divergence):+.1%} from the stated one"
+            )
+        if self.incoherent:
+            found.append(
+                "the kostnadsramme falls below the styringsramme (kuttliste: "
+                + ", ".join(self.incoherent)
+                + ")"
+            )
+        return found
 
 
 @dataclass(frozen=True)
@@ -66,21 +91,38 @@ def page_json(proposals: Proposals) -> str:
         for c in proposals.candidates
         if c.validated  # the page counts validated savings, as the run reports do
     ]
-    outcome = proposals.outcome
-    if outcome is None:
+    outcome, frame = proposals.outcome, proposals.frame
+    if outcome is None and frame is None:
         return json.dumps(candidates, ensure_ascii=False)
-    figures = (outcome.final_cost_nok, outcome.p50_nok, outcome.p85_nok)
-    kept = dict(zip(("final", "p50", "p85"), (repr(v) for v in figures), strict=True))
-    return json.dumps({"candidates": candidates, "outcome": kept}, ensure_ascii=False)
+    kept: dict[str, object] = {"candidates": candidates}
+    if outcome is not None:
+        figures = (outcome.final_cost_nok, outcome.p50_nok, outcome.p85_nok)
+        kept["outcome"] = dict(
+            zip(("final", "p50", "p85"), (repr(v) for v in figures), strict=True)
+        )
+    if frame is not None:
+        divergence = repr(frame.divergence) if frame.divergence is not None else None
+        kept["frame"] = {"divergence": divergence, "incoherent": list(frame.incoherent)}
+    return json.dumps(kept, ensure_ascii=False)
 
 
 def read_lines(
     text: str, project_id: str, run_id: str
-) -> tuple[list[PageCandidate], PageOutcome | None]:
-    """What :func:`page_json` wrote: the candidates, and the outcome of a finished project (raises
-    ``ValueError``, ``KeyError``, ``TypeError`` or ``ArithmeticError`` for anything else)."""
+) -> tuple[list[PageCandidate], PageOutcome | None, PageFrame | None]:
+    """What :func:`page_json` wrote: the candidates, the outcome of a finished project and what
+    its frame flags (raises ``ValueError``, ``KeyError``, ``TypeError`` or ``ArithmeticError``
+    for anything else)."""
     kept = json.loads(text)
     finished = kept.get("outcome") if isinstance(kept, dict) else None
+    flagged = kept.get("frame") if isinstance(kept, dict) else None
+    frame = (
+        None
+        if flagged is None
+        else PageFrame(
+            Decimal(str(flagged["divergence"])) if flagged["divergence"] is not None else None,
+            tuple(str(item) for item in flagged["incoherent"]),
+        )
+    )
     entries = kept["candidates"] if isinstance(kept, dict) else kept
     candidates = [
         PageCandidate(
@@ -95,9 +137,9 @@ def read_lines(
         for entry in entries
     ]
     if finished is None:
-        return candidates, None
+        return candidates, None, frame
     figures = (Decimal(str(finished[k])) for k in ("final", "p50", "p85"))
-    return candidates, PageOutcome(*figures)
+    return candidates, PageOutcome(*figures), frame
 
 
 def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
@@ -108,6 +150,11 @@ def read_page(text: str, project_id: str, run_id: str) -> list[PageCandidate]:
 def read_outcome(text: str) -> PageOutcome | None:
     """The outcome :func:`page_json` kept, if the project was finished."""
     return read_lines(text, "", "")[1]
+
+
+def read_frame(text: str) -> PageFrame | None:
+    """What the project's frame flags, as :func:`page_json` kept it."""
+    return read_lines(text, "", "")[2]
 
 
 @dataclass(frozen=True)
@@ -123,6 +170,10 @@ class PageVerdict:
     @property
     def approves(self) -> bool:
         return self.decision in _APPROVED
+
+
+RATE_FROM: Final = 5
+"""Finished projects a back-test's rate rests on at least: below, the counts alone are said."""
 
 
 @dataclass
@@ -147,13 +198,24 @@ class History:
         if not self.finished:
             return []
         n = self.finished
+        judged = (
+            "Each is judged against the P50 and P85 its project states, else its simulated frame's."
+        )
+        if n < RATE_FROM:
+            return [
+                "",
+                "## Frames against outcomes",
+                "",
+                f"{n} finished project(s), {self.above_p85} of them above their P85 and "
+                f"{self.above_p50} above their P50: too few to say how often a P85 is met (a "
+                f"rate rests on {RATE_FROM} at least). {judged}",
+            ]
         return [
             "",
             "## Frames against outcomes",
             "",
-            f"{n} finished project(s): **{self.above_p85} ({self.above_p85 / n:.0%}) ended above "
+            f"{n} finished projects: **{self.above_p85} ({self.above_p85 / n:.0%}) ended above "
             f"their P85** (a P85 is met when at most 15 % do), {self.above_p50} "
             f"({self.above_p50 / n:.0%}) above their P50; the final cost stood "
-            f"{float(self.deviation / n):+.1%} from P50 on average. Each is judged against the "
-            "P50 and P85 its project states, else its simulated frame's.",
+            f"{float(self.deviation / n):+.1%} from P50 on average. {judged}",
         ]

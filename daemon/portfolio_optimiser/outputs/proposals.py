@@ -25,7 +25,7 @@ from portfolio_optimiser.context import standing
 from portfolio_optimiser.context.standing import CheckerWord, ValidatorWord
 from portfolio_optimiser.errors import UserError
 
-__all__ = ["Proposals", "ProposalsError", "ProposedCandidate", "read_proposals"]
+__all__ = ["Proposals", "ProposalsError", "ProposedCandidate", "ProposedFrame", "read_proposals"]
 
 SCHEMA_VERSION: Final = 1
 """The ``schema_version`` of ``proposals.schema.json`` this model reads."""
@@ -91,6 +91,15 @@ class ProposedOutcome:
 
 
 @dataclass(frozen=True)
+class ProposedFrame:
+    """What a run's frame flags for the portfolio page: a simulation that diverges from the
+    stated frame, a kostnadsramme below the styringsramme (the kuttliste items that make it so)."""
+
+    divergence: float | None
+    incoherent: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Proposals:
     """A published run's ``proposals.json``: its project, its run and its candidates, in order."""
 
@@ -98,6 +107,8 @@ class Proposals:
     run_id: str
     candidates: tuple[ProposedCandidate, ...]
     outcome: ProposedOutcome | None = None
+    frame: ProposedFrame | None = None
+    """Set only when the frame flags something."""
 
 
 def read_proposals(path: Path) -> Proposals:
@@ -126,7 +137,22 @@ def read_proposals(path: Path) -> Proposals:
             for i, c in enumerate(top.get("candidates", list, "a list"))
         ),
         outcome=_outcome(top.within("outcome")) if "outcome" in doc else None,
+        frame=_flags(top.within("frame")) if "frame" in doc else None,
     )
+
+
+def _flags(f: _Fields) -> ProposedFrame | None:
+    divergent = f.node.get("divergent", False) is True
+    divergence = f.node.get("divergence")
+    if divergent and (isinstance(divergence, bool) or not isinstance(divergence, int | float)):
+        f.refuse("divergence", f"{_shown(divergence)} is not a number")
+    share = float(divergence) if divergent and isinstance(divergence, int | float) else None
+    incoherent = f.node.get("incoherent", [])
+    if not isinstance(incoherent, list) or not all(isinstance(i, str) for i in incoherent):
+        f.refuse("incoherent", f"{_shown(incoherent)} is not a list of kuttliste items")
+    if not divergent and not incoherent:
+        return None
+    return ProposedFrame(share, tuple(incoherent))
 
 
 def _outcome(o: _Fields) -> ProposedOutcome:

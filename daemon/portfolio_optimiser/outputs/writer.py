@@ -24,7 +24,7 @@ from portfolio_optimiser.context.frame import Frame
 from portfolio_optimiser.resources import commons_dir, load_schema
 
 from .folders import publish_folder
-from .frame_report import frame_files
+from .frame_charts import frame_files
 from .report import SVG_NAME, Redactor, render_report, render_savings_svg, savings_by_code
 from .templates import VERDICT_SCHEMA, dump_json, template_for, template_name
 from .tender_report import priced_files

@@ -8,7 +8,9 @@ the model as the README states it:
 * a driver is such a triple on a multiplier of the elements that name it, one draw a sample;
 * an element of a group with coefficient rho has the normal score sqrt(rho) F + sqrt(1 - rho) e,
   F the group's factor (a driver's own score where the group is named as a driver); an event of
-  a group happens when its own such score (another e) lies above the normal quantile at 1 - p.
+  a group happens when its own such score (another e) lies above the normal quantile at 1 - p;
+* the factors and drivers' scores named in ``between`` are drawn together from scipy's
+  multivariate normal with that correlation matrix, the others independently.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ def totals(
     drivers: Mapping[str, Part] | None = None,
     correlation: Mapping[str, float] | None = None,
     *,
+    between: Mapping[tuple[str, str], float] | None = None,
     samples: int = 200_000,
     seed: int = 20_251,
 ) -> Floats:
@@ -63,6 +66,16 @@ def totals(
     rho = dict(correlation or {})
     drivers = dict(drivers or {})
     factor = {name: rng.standard_normal(samples) for name in sorted({*drivers, *rho})}
+    if between:
+        names = sorted({name for pair in between for name in pair})
+        matrix = np.eye(len(names))
+        for (a, b), r in between.items():
+            i, j = names.index(a), names.index(b)
+            matrix[i, j] = matrix[j, i] = r
+        joint = stats.multivariate_normal(cov=matrix, allow_singular=True).rvs(
+            size=samples, random_state=rng
+        )
+        factor.update({name: joint[:, i] for i, name in enumerate(names)})
     multiplier = {
         name: quantile(part, stats.norm.cdf(factor[name])) for name, part in drivers.items()
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import structlog
 from scipy import stats
@@ -351,3 +352,149 @@ def test_the_organisations_drivers_come_from_the_config_and_a_bad_one_is_refused
     )
     with pytest.raises(ConfigError, match=r"uncertainty\.drivers\.market: .*rising order"):
         load_config(config)
+
+
+def test_the_nearest_correlation_matrix_is_highams_and_no_other_is_nearer() -> None:
+    """Higham (2002), section 4: the nearest correlation matrix to tridiag(-1, 2, -1), as the
+    paper prints it; and for a matrix written by hand that is not positive semi-definite, no
+    correlation matrix scipy's optimiser finds is nearer."""
+    from scipy import optimize
+
+    from portfolio_optimiser.context.correlation import nearest_correlation
+
+    paper = np.array(
+        [
+            [1.0, -0.8084, 0.1916, 0.1068],
+            [-0.8084, 1.0, -0.6562, 0.1916],
+            [0.1916, -0.6562, 1.0, -0.8084],
+            [0.1068, 0.1916, -0.8084, 1.0],
+        ]
+    )
+    tridiagonal = 2 * np.eye(4) - np.eye(4, k=1) - np.eye(4, k=-1)
+    assert np.allclose(nearest_correlation(tridiagonal), paper, atol=1e-4)
+    stated = np.array([[1.0, 0.9, 0.6], [0.9, 1.0, -0.8], [0.6, -0.8, 1.0]])
+    assert np.linalg.eigvalsh(stated).min() < -0.5
+    found = nearest_correlation(stated)
+    assert np.allclose(np.diag(found), 1.0) and np.linalg.eigvalsh(found).min() > -1e-9
+
+    def distance(flat: np.ndarray) -> float:  # a correlation matrix as rows of unit length
+        rows = flat.reshape(3, 3)
+        rows = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+        return float(np.linalg.norm(rows @ rows.T - stated))
+
+    best = min(
+        optimize.minimize(distance, np.random.default_rng(k).standard_normal(9)).fun
+        for k in range(8)
+    )
+    assert float(np.linalg.norm(found - stated)) <= best + 1e-6
+
+
+def _between(rule: FrameRule, between: dict[str, dict[str, float]]) -> Project:
+    lines = [
+        CostLine(code="21", amount_nok=10e6, min_nok=9e6, max_nok=14e6, correlation_group="ground"),
+        CostLine(code="22", amount_nok=8e6, min_nok=7e6, max_nok=12e6, correlation_group="frame"),
+        CostLine(code="31", amount_nok=6e6),
+    ]
+    market = UncertaintyDriver(id="market", low=0.9, likely=1.0, high=1.2, applies_to=("3",))
+    return project(
+        lines,
+        drivers=(market,),
+        correlation={"ground": 0.7, "frame": 0.7},
+        correlation_between=between,
+    )
+
+
+@pytest.mark.loadbearing
+def test_groups_and_drivers_correlated_across_match_scipys_multivariate_normal() -> None:
+    between = {"ground": {"frame": 0.8, "market": 0.6}, "frame": {"market": 0.5}}
+    found = _between(RULE, between)
+    frame = frame_of(found, [], accepted=frozenset(), rule=FrameRule(seed=3, samples=40_000))
+    assert frame is not None
+    parts = [
+        oracle.Part(9e6, 10e6, 14e6, group="ground"),
+        oracle.Part(7e6, 8e6, 12e6, group="frame"),
+        oracle.Part(6e6, 6e6, 6e6, drivers=("market",)),
+    ]
+    pairs = {("ground", "frame"): 0.8, ("ground", "market"): 0.6, ("frame", "market"): 0.5}
+    total = oracle.totals(
+        parts,
+        {"market": oracle.Part(0.9, 1.0, 1.2)},
+        {"ground": 0.7, "frame": 0.7},
+        between=pairs,
+    )
+    for name, share in (("p50", 0.5), ("p85", 0.85)):
+        assert getattr(frame, f"{name}_nok") == pytest.approx(oracle.p(total, share), rel=0.01)
+    reserve = oracle.p(total, 0.85) - oracle.p(total, 0.5)
+    assert frame.reserve_nok == pytest.approx(reserve, rel=0.03)
+    # Without the coefficients across, the groups are independent: a narrower frame.
+    apart = frame_of(_between(RULE, {}), [], accepted=frozenset(), rule=RULE)
+    assert apart is not None and apart.reserve_nok < 0.9 * frame.reserve_nok
+    assert frame.correlation_between["frame"]["ground"] == 0.8
+
+
+def test_a_matrix_that_is_no_correlation_is_refused_or_repaired_and_said() -> None:
+    from portfolio_optimiser.context.correlation import FrameRefused
+    from portfolio_optimiser.context.frame import frame_refusal
+
+    bad = {"ground": {"frame": 0.9, "market": 0.6}, "frame": {"market": -0.8}}
+    refused = frame_refusal(_between(RULE, bad), RULE)
+    assert refused is not None
+    assert refused.startswith("project.md field correlation_between: the coefficients are not")
+    assert "smallest eigenvalue is -0.5" in refused and 'repair = "nearest"' in refused
+    with pytest.raises(FrameRefused):
+        frame_of(_between(RULE, bad), [], accepted=frozenset(), rule=RULE)
+    unknown = frame_refusal(_between(RULE, {"ground": {"weather": 0.3}}), RULE)
+    assert unknown is not None and "weather is no correlation group" in unknown
+    repair = FrameRule(seed=3, repair=True)
+    frame = frame_of(_between(repair, bad), [], accepted=frozenset(), rule=repair)
+    assert frame is not None and frame.correlation_repaired is not None
+    assert 0.1 < frame.correlation_repaired < 0.5
+    used = frame.correlation_between
+    assert used["frame"]["ground"] < 0.9 and used["frame"]["market"] > -0.8
+
+
+def test_a_bundle_whose_matrix_is_no_correlation_is_set_aside_with_the_sentence(
+    tmp_path: Path,
+) -> None:
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    hall = _hall(
+        ws.inbox_projects / "hall",
+        {
+            "cost/frame.md": LINE.replace("---\nA.", "correlation_group: ground\n---\nA."),
+            "cost/roof.md": LINE.replace("'02'", "'03'").replace(
+                "---\nA.", "correlation_group: roof\n---\nA."
+            ),
+            "market.md": "---\ntype: uncertainty-driver\nid: market\nlow: 0.9\nlikely: 1\n"
+            "high: 1.2\n---\nThe market.\n",
+        },
+    )
+    (hall / "project.md").write_text(
+        "---\ntype: project\nid: hall\nname: Hall\ncurrency: NOK\n"
+        "correlation: {ground: 0.6, roof: 0.6}\n"
+        "correlation_between:\n  ground: {roof: 0.9, market: 0.6}\n  roof: {market: -0.8}\n"
+        "---\nA hall.\n",
+        "utf-8",
+    )
+    run_once(ws, load_config(), log=structlog.get_logger("test"), environ=CI)
+    said = (ws.outbox / "failed" / "hall.error.txt").read_text("utf-8")
+    assert "project.md field correlation_between: the coefficients are not a correlation" in said
+    assert 'set [uncertainty] repair = "nearest"' in said
+
+
+def test_each_building_part_has_its_own_p_curve_drawn_from_the_same_samples() -> None:
+    """A part's quantiles are those of its lines' own sum: the frame of that part alone (the
+    same lines drawn from the same streams) gives them exactly."""
+    two = [
+        CostLine(code="02.1", amount_nok=10e6, min_nok=9e6, max_nok=14e6),
+        CostLine(code="02.3", amount_nok=6e6, min_nok=5e6, max_nok=9e6),
+    ]
+    three = [CostLine(code="31", amount_nok=8e6, min_nok=7e6, max_nok=12e6)]
+    rule = FrameRule(seed=11, samples=40_000)
+    both = frame_of(project([*two, *three]), [], accepted=frozenset(), rule=rule)
+    alone = frame_of(project(two), [], accepted=frozenset(), rule=rule)
+    assert both is not None and alone is not None and both.samples == alone.samples
+    assert set(both.accounts) == {"2", "3"}
+    for name in ("p10", "p50", "p85", "p90"):
+        assert both.accounts["2"][name] == pytest.approx(getattr(alone, f"{name}_nok"), rel=1e-12)
+    assert both.accounts["2"]["p85"] + both.accounts["3"]["p85"] > both.p85_nok

@@ -113,6 +113,9 @@ class Uncertainty(_Section):
     """Maturity ranges by account, for the lines whose code begins with the key (the longest key
     wins), each its own driver."""
     divergence: float = Field(default=0.10, gt=0, le=1)
+    repair: Literal["off", "nearest"] = "off"
+    """A project's correlation_between that is no correlation matrix: refused ("off"), or
+    simulated with the nearest correlation matrix ("nearest"), which the report states."""
     drivers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """General uncertainty drivers by id, for a project that names none of that id."""
 
@@ -129,6 +132,7 @@ class Uncertainty(_Section):
                 for name, given in sorted(self.drivers.items())
             ),
             divergence=self.divergence,
+            repair=self.repair == "nearest",
         )
 
 

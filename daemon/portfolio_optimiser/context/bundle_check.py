@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .candidates import kuttliste_candidates
 from .decisions import Accepted
-from .frame import DEFAULT_RULE, Frame, FrameRule, frame_of
+from .frame import DEFAULT_RULE, Frame, FrameRule, frame_of, frame_refusal
 from .ir import read_ir
 from .models import CostLine, MeasureOption, Project
 from .validator import line_tolerance, validate_candidates
@@ -132,7 +132,10 @@ def check_bundle(
         problems += found
     kuttliste: list[tuple[str, str, float, str]] = []
     found_frame = None
-    if read.project is not None:
+    refused = frame_refusal(read.project, frame) if read.project is not None else None
+    if refused is not None:
+        problems.append((read.project.source if read.project else "", refused))
+    if read.project is not None and refused is None:
         candidates = kuttliste_candidates(read.project)
         decisions = validate_candidates(candidates, read.project, frame=frame)
         accepted = frozenset(d.candidate_id for d in decisions if isinstance(d, Accepted))

@@ -27,7 +27,17 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from .frame_build import FrameRule, Spread, built_of, effect_of, line_names, risk_names, triple_of
+from .correlation import FrameRefused
+from .frame_build import (
+    Built,
+    FrameRule,
+    Spread,
+    built_of,
+    effect_of,
+    line_names,
+    risk_names,
+    triple_of,
+)
 from .models import Candidate, Project
 from .uncertainty import Delta, Simulation, simulate
 
@@ -41,6 +51,7 @@ __all__ = [
     "backtest_of",
     "candidate_delta",
     "frame_of",
+    "frame_refusal",
     "has_triples",
 ]
 
@@ -136,6 +147,11 @@ class Frame(_Frozen):
     styringsramme."""
     correlation: dict[str, float]
     """Each correlation group's coefficient, as the project declares it."""
+    correlation_between: dict[str, dict[str, float]] = {}
+    """The coefficients across groups and drivers the simulation used (after any repair)."""
+    correlation_repaired: float | None = None
+    """How far the nearest correlation matrix moved the largest stated coefficient; None: the
+    stated matrix was used as it is."""
     groups: dict[str, tuple[str, ...]]
     """Each group's lines, by code."""
     uncertain: tuple[str, ...]
@@ -149,6 +165,8 @@ class Frame(_Frozen):
     """The lines with no triple estimate, each with its account's maturity spread."""
     curve: tuple[float, ...]
     """The S-curve: the total at 0 %, 1 %, … 100 % of the samples."""
+    accounts: dict[str, dict[str, float]] = {}
+    """Each NS 3451 building part's own P10, P50, P85 and P90 (its P-curve)."""
     contributors: tuple[Contributor, ...]
     swings: tuple[FrameSwing, ...] = ()
     deltas: dict[str, FrameDelta]
@@ -207,6 +225,19 @@ def has_triples(project: Project) -> bool:
     )
 
 
+def frame_refusal(project: Project, rule: FrameRule) -> str | None:
+    """Why the project's frame cannot be simulated as it is stated (its correlation across
+    groups and drivers is no correlation matrix), or None: checked before a run spends
+    anything."""
+    if not has_triples(project):
+        return None
+    try:
+        built_of(project, line_names(project), rule)
+    except FrameRefused as exc:
+        return str(exc)
+    return None
+
+
 def _simulated(
     project: Project,
     rule: FrameRule,
@@ -224,6 +255,7 @@ def _simulated(
         correlation=project.correlation,
         effects=effects,
         together=[e.id for e in effects if e.id in accepted],
+        between=(built.between.names, built.between.matrix) if built.between else None,
         seed=rule.seed,
         samples=rule.samples,
     )
@@ -252,6 +284,16 @@ def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> 
     found = _simulated(project, rule, [candidate], frozenset())
     delta = found.effects.get(candidate.id)
     return None if delta is None else FrameDelta.of(delta)
+
+
+def _between(built: Built) -> dict[str, dict[str, float]]:
+    if built.between is None:
+        return {}
+    names, matrix = built.between.names, built.between.matrix
+    return {
+        a: {b: round(float(matrix[i, j]), 4) for j, b in enumerate(names) if j > i}
+        for i, a in enumerate(names[:-1])
+    }
 
 
 def _kuttliste(
@@ -318,6 +360,8 @@ def _frame(
         if kostnadsramme < styring
         else (),
         correlation=dict(project.correlation),
+        correlation_between=_between(built),
+        correlation_repaired=built.between.repaired if built.between else None,
         groups={group: tuple(codes) for group, codes in sorted(groups.items())},
         uncertain=tuple(built.uncertain),
         uncertainties={
@@ -337,6 +381,7 @@ def _frame(
         certain=tuple(built.certain),
         assumed=built.assumed,
         curve=found.curve,
+        accounts={name: dict(q) for name, q in found.accounts.items()},
         contributors=tuple(
             Contributor(code=code, deviation_nok=share)
             for code, share in found.contributions[:CONTRIBUTORS]

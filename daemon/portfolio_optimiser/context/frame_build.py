@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from .correlation import FactorCorrelation, factor_correlation
 from .frame_inputs import UncertaintyDriver
 from .models import Candidate, CostLine, MeasureOption, Project
 from .uncertainty import Driver, Effect, Element
@@ -55,6 +56,9 @@ class FrameRule:
     """The organisation's general drivers, for a bundle that does not name its own."""
     divergence: float = 0.10
     """How far the simulated P85 may stand from a stated one before the report flags it."""
+    repair: bool = False
+    """A stated correlation matrix that is not positive semi-definite is simulated with the
+    nearest correlation matrix (and the report says so); False: the bundle is refused."""
 
     def account_of(self, code: str) -> tuple[str, Spread] | None:
         """The maturity driver's id and range for a line of ``code`` with no triple estimate;
@@ -85,6 +89,7 @@ class Built:
     """The lines with no triple estimate, drawn through their account's maturity driver."""
     certain: list[str]
     uncertain: list[str]
+    between: FactorCorrelation | None = None
 
 
 def triple_of(line: CostLine) -> tuple[float, float, float] | None:
@@ -92,6 +97,16 @@ def triple_of(line: CostLine) -> tuple[float, float, float] | None:
         return None
     likely = line.likely_nok if line.likely_nok is not None else line.amount_nok
     return float(line.min_nok), float(likely), float(line.max_nok)
+
+
+def account_of(line: CostLine) -> str | None:
+    """The NS 3451 building part a line is part of (its first digit: 2 Bygning, 3 VVS, …): the
+    file's building part for an imported post, else its code's (``02.3``, as NS 3453 estimates
+    write it, is part 2); None for a code that is none."""
+    code = line.ns3451 or ("" if line.post else line.code)
+    if len(code) > 1 and code[0] == "0" and code[1].isdigit():
+        code = code[1:]
+    return code[0] if code[:1].isdigit() and code[0] != "0" else None
 
 
 def line_names(project: Project) -> list[str]:
@@ -171,6 +186,7 @@ def built_of(project: Project, names: Sequence[str], rule: FrameRule) -> Built:
                 distribution=line.distribution,
                 group=line.correlation_group,
                 drivers=tuple(own),
+                account=account_of(line),
             )
         )
     drivers = [Driver(name, low, 1.0, high) for name, (low, high) in sorted(maturity.items())]
@@ -180,7 +196,12 @@ def built_of(project: Project, names: Sequence[str], rule: FrameRule) -> Built:
         for d in general
         if d.id in lines_of
     ]
-    return Built(elements, drivers, origins, dict(lines_of), assumed, certain, uncertain)
+    between = factor_correlation(
+        project.correlation_between,
+        factors=[*project.correlation, *(d.id for d in drivers)],
+        repair=rule.repair,
+    )
+    return Built(elements, drivers, origins, dict(lines_of), assumed, certain, uncertain, between)
 
 
 def _option(project: Project, candidate: Candidate) -> MeasureOption | None:

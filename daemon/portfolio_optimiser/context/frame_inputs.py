@@ -1,5 +1,6 @@
 """What a bundle gives its uncertainty frame beside its lines: uncertainty elements and events
-(``type: uncertainty``) and uncertainty drivers (``type: uncertainty-driver``)."""
+(``type: uncertainty``), uncertainty drivers (``type: uncertainty-driver``), the correlation
+coefficients, and the final cost a finished project is judged by (``type: outcome``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from pydantic import Field, field_validator, model_validator
 
 from .ir_types import IR, Money, finite
 
-__all__ = ["DRIVER_TARGETS", "Uncertainty", "UncertaintyDriver"]
+__all__ = [
+    "DRIVER_TARGETS",
+    "Outcome",
+    "Uncertainty",
+    "UncertaintyDriver",
+    "coefficients_between",
+    "group_coefficients",
+]
 
 DRIVER_TARGETS = "all, unstated, posts or an account's code (e.g. 2 or 23)"
 
@@ -44,6 +52,18 @@ class Uncertainty(IR):
                 "max_nok (its P10 and P90); use pert or triangular for a skewed one"
             )
         return self
+
+
+class Outcome(IR):
+    """What a finished project cost in the end (``type: outcome``): its frames are judged
+    against it, and a portfolio's frames against their history."""
+
+    final_cost_nok: Money
+    completed: str | None = None
+    """When it was finished (a date or a year), as the bundle says it."""
+    source: str = ""
+
+    _amounts = field_validator("final_cost_nok")(finite)
 
 
 class UncertaintyDriver(IR):
@@ -93,3 +113,37 @@ class UncertaintyDriver(IR):
             or (target not in {"all", "unstated", "posts"} and code.startswith(target))
             for target in self.applies_to
         )
+
+
+def group_coefficients(value: object) -> object:
+    """A project's ``correlation``: each group's coefficient, from 0 to 1."""
+    if not isinstance(value, dict):
+        return value
+    for group, coefficient in value.items():
+        if (
+            isinstance(coefficient, bool)
+            or not isinstance(coefficient, int | float)
+            or not 0 <= coefficient <= 1
+        ):
+            raise ValueError(
+                f"group {group!r}: {coefficient!r} is not a coefficient from 0 to 1 "
+                "(write e.g. 0.6)"
+            )
+    return {str(group): float(coefficient) for group, coefficient in value.items()}
+
+
+def coefficients_between(value: object) -> object:
+    """A project's ``correlation_between``: factor → factor → coefficient, from -1 to 1."""
+    if not isinstance(value, dict):
+        return value
+    found: dict[str, dict[str, float]] = {}
+    for a, row in value.items():
+        if not isinstance(row, dict):
+            raise ValueError(f"{a!r}: write the factors it correlates with, e.g. {{ground: 0.4}}")
+        for b, rho in row.items():
+            if isinstance(rho, bool) or not isinstance(rho, int | float) or not -1 <= rho <= 1:
+                raise ValueError(
+                    f"{a!r} with {b!r}: {rho!r} is not a coefficient from -1 to 1 (e.g. 0.4)"
+                )
+            found.setdefault(str(a), {})[str(b)] = float(rho)
+    return found

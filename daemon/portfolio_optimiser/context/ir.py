@@ -27,8 +27,9 @@ from pydantic import BaseModel, ValidationError
 from .cost_table import cost_table_lines
 from .errors import BundleError, BundleEscapeError, FrontmatterError, IRError
 from .frame_checks import frame_problems
+from .frame_inputs import Outcome
 from .frontmatter import Concept, read_concept
-from .models import CostLine, MeasureOption, Outcome, Project, Uncertainty, UncertaintyDriver
+from .models import CostLine, MeasureOption, Project, Uncertainty, UncertaintyDriver
 from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
 
 __all__ = ["IRRead", "bundle_files", "load_ir_projections", "minted_id", "read_ir"]
@@ -45,6 +46,7 @@ _PROJECT_KEYS = (
     "total_budget_nok",
     "category",
     "correlation",
+    "correlation_between",
     "document",
     "derived_from",
 )

@@ -20,7 +20,13 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, computed_field, field_validator, model_validator
 
-from .frame_inputs import Uncertainty, UncertaintyDriver
+from .frame_inputs import (
+    Outcome,
+    Uncertainty,
+    UncertaintyDriver,
+    coefficients_between,
+    group_coefficients,
+)
 from .ir_types import IR as _IR
 from .ir_types import Money
 from .ir_types import finite as _finite
@@ -34,7 +40,6 @@ __all__ = [
     "LearnedRate",
     "MeasureOption",
     "Money",
-    "Outcome",
     "Project",
     "Uncertainty",
     "UncertaintyDriver",
@@ -197,18 +202,6 @@ class MeasureOption(_IR):
         return self.latest_decision_point or self.decide_by
 
 
-class Outcome(_IR):
-    """What a finished project cost in the end (``type: outcome``): its frames are judged
-    against it, and a portfolio's frames against their history."""
-
-    final_cost_nok: Money
-    completed: str | None = None
-    """When it was finished (a date or a year), as the bundle says it."""
-    source: str = ""
-
-    _amounts = field_validator("final_cost_nok")(_finite)
-
-
 class Project(_IR):
     """A project as projected from its bundle: header figures, cost lines and kuttliste."""
 
@@ -231,22 +224,12 @@ class Project(_IR):
     """Each correlation group's coefficient (0 to 1): the lines of a group move together in the
     uncertainty frame; lines of different groups, or of none, independently."""
 
-    @field_validator("correlation", mode="before")
-    @classmethod
-    def _coefficients(cls, value: object) -> object:
-        if not isinstance(value, dict):
-            return value
-        for group, coefficient in value.items():
-            if (
-                isinstance(coefficient, bool)
-                or not isinstance(coefficient, int | float)
-                or not 0 <= coefficient <= 1
-            ):
-                raise ValueError(
-                    f"group {group!r}: {coefficient!r} is not a coefficient from 0 to 1 "
-                    "(write e.g. 0.6)"
-                )
-        return {str(group): float(coefficient) for group, coefficient in value.items()}
+    correlation_between: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Coefficients (-1 to 1) between correlation groups' factors and drivers' scores
+    (``context.correlation``): a group's lines then move with another group, or a driver."""
+
+    _between = field_validator("correlation_between", mode="before")(coefficients_between)
+    _coefficients = field_validator("correlation", mode="before")(group_coefficients)
 
     @field_validator("category", mode="before")
     @classmethod

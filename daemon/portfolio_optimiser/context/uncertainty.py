@@ -42,7 +42,7 @@ from typing import Final
 
 import numpy as np
 
-from .uncertainty_draws import Draws, draw, element_draws, joined, swing_of
+from .uncertainty_draws import Draws, Mixing, draw, element_draws, joined, swing_of
 from .uncertainty_marginals import Distribution, Floats, forget
 
 __all__ = [
@@ -96,6 +96,9 @@ class Element:
     probability: float = 1.0
     """Below 1: an event, costing its draw with this probability and nothing otherwise."""
     drivers: tuple[str, ...] = ()
+    account: str | None = None
+    """The account (NS 3451 building part) the element is part of: each account's own
+    quantiles are reported (its P-curve)."""
 
     def __post_init__(self) -> None:
         _ordered(self.id, self.low, self.likely, self.high, self.distribution)
@@ -206,6 +209,8 @@ class Simulation:
     effects: Mapping[str, Delta] = field(default_factory=dict)
     joint: Delta | None = None
     """``together``'s effect: a set of measures applied at once."""
+    accounts: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Each account's own P10, P50, P85 and P90 (they do not add up to the total's)."""
 
 
 def _at(ordered: Floats, shares: Sequence[float] | Floats) -> Floats:
@@ -327,12 +332,15 @@ def simulate(
     correlation: Mapping[str, float] | None = None,
     effects: Sequence[Effect] = (),
     together: Sequence[str] = (),
+    between: Mixing | None = None,
     seed: int,
     samples: int = SAMPLES,
 ) -> Simulation:
     """The total of ``elements`` simulated from ``seed``: quantiles, S-curve, what drives the
     spread, each of ``effects`` alone, and those named in ``together`` applied at once
-    (``joint``: effects do not add at a quantile), all on the same samples."""
+    (``joint``: effects do not add at a quantile), all on the same samples. ``between``:
+    (factor names, their correlation matrix) across groups and drivers, positive semi-definite
+    (``context.correlation`` checks and repairs it)."""
     rho = dict(correlation or {})
     for group, coefficient in rho.items():
         if not 0.0 <= coefficient <= 1.0:
@@ -346,7 +354,7 @@ def simulate(
             if name not in known:
                 raise ValueError(f"{element.id}: driver {name!r} is not one of the drivers given")
     try:
-        return _simulated(elements, drivers, rho, effects, together, seed, samples)
+        return _simulated(elements, drivers, rho, effects, together, between, seed, samples)
     finally:
         forget()
 
@@ -357,6 +365,7 @@ def _simulated(
     rho: Mapping[str, float],
     effects: Sequence[Effect],
     together: Sequence[str],
+    between: Mixing | None,
     seed: int,
     samples: int,
 ) -> Simulation:
@@ -366,7 +375,9 @@ def _simulated(
     rounds: list[Draws] = []
     while True:
         size = n - sum(len(r.total) for r in rounds)
-        rounds.append(draw(elements, drivers, rho, effects, together, seed, size, len(rounds)))
+        rounds.append(
+            draw(elements, drivers, rho, effects, together, seed, size, len(rounds), between)
+        )
         found = joined(rounds)
         base, ordered = _figures(found.total, _ALL)
         quantiles = {name: float(v) for name, v in zip(QUANTILES, base.full, strict=True)}
@@ -447,5 +458,9 @@ def _simulation(
         deviation=deviation,
         stable_to=stable_to,
         effects={e.id: d for e, d in zip(effects, deltas[: len(effects)], strict=True)},
+        accounts={
+            name: dict(zip(QUANTILES, _smoothed(np.sort(sums), _ALL).tolist(), strict=True))
+            for name, sums in sorted(found.accounts.items())
+        },
         joint=deltas[-1] if joint else None,
     )

@@ -18,7 +18,13 @@ from .uncertainty_marginals import Floats, draws_of, normal_quantile, stream
 if TYPE_CHECKING:
     from .uncertainty import Driver, Effect, Element
 
-__all__ = ["Draws", "draw", "element_draws", "joined", "swing_of"]
+__all__ = ["Draws", "Mixing", "draw", "element_draws", "joined", "swing_of"]
+
+Mixing = tuple[tuple[str, ...], "Floats"]
+_Part = tuple[
+    "Floats", list["Floats"], dict[str, "Floats"], dict[str, "Floats"], dict[str, "Floats"]
+]
+"""Factor names and their correlation matrix: the factors are drawn independent, then mixed."""
 
 _TAILS: Final = np.array([normal_quantile(0.10), normal_quantile(0.90)])
 _THREADED: Final = 64
@@ -44,6 +50,8 @@ class Draws:
     rounds: tuple[int, ...]
     """The samples drawn in each round: a round draws from streams of its own, so more samples
     add to those drawn before and never draw them again."""
+    accounts: Mapping[str, Floats]
+    """Each account's own total in each sample (its elements, with their drivers)."""
 
     def driver_swing(self, driver: Driver, mean: float) -> tuple[str, float, float]:
         """(id, the expected total with the driver at its P10, at its P90)."""
@@ -78,6 +86,7 @@ def joined(parts: Sequence[Draws]) -> Draws:
         cat("added"),
         cat("under"),
         tuple(n for p in parts for n in p.rounds),
+        cat("accounts"),
     )
 
 
@@ -88,14 +97,22 @@ def _factors(
     seed: int,
     n: int,
     round_: int,
+    between: Mixing | None = None,
 ) -> dict[str, Floats]:
     found = {
         d.id: stream(seed, _named("driver:" + d.id, round_)).standard_normal(n) for d in drivers
     }
-    for element in elements:
-        group = element.group
-        if group and rho.get(group, 0.0) > 0.0 and group not in found:
+    mixed = between[0] if between is not None else ()
+    groups = [e.group for e in elements if e.group and rho.get(e.group, 0.0) > 0.0]
+    for group in [*groups, *mixed]:
+        if group not in found:
             found[group] = stream(seed, _named("group:" + group, round_)).standard_normal(n)
+    if between is not None:
+        names, matrix = between
+        values, vectors = np.linalg.eigh(matrix)
+        root = vectors * np.sqrt(np.maximum(values, 0.0))
+        scores = root @ np.stack([found[name] for name in names])
+        found.update(zip(names, scores, strict=True))
     return found
 
 
@@ -194,10 +211,11 @@ def draw(
     seed: int,
     n: int,
     round_: int = 0,
+    between: Mixing | None = None,
 ) -> Draws:
     """Every sample's total in a round of ``n``, each driver's part of it and each measure's
     removal from it."""
-    factors = _factors(elements, drivers, rho, seed, n, round_)
+    factors = _factors(elements, drivers, rho, seed, n, round_, between)
     multipliers = {
         d.id: draws_of(d.low, d.likely, d.high, d.distribution, factors[d.id]) for d in drivers
     }
@@ -217,13 +235,14 @@ def draw(
                 (i, effect.shares.get(name, 0.0), effect.fixed.get(name, 0.0))
             )
 
-    def part(
-        chunk: Sequence[Element],
-    ) -> tuple[Floats, list[Floats], dict[str, Floats], dict[str, Floats]]:
+    names = sorted({e.account for e in elements if e.account is not None})
+
+    def part(chunk: Sequence[Element]) -> _Part:
         total = np.zeros(n)
         removed = [np.zeros(n) for _ in range(len(effects) + (1 if together else 0))]
         added = {d.id: np.zeros(n) for d in drivers}
         under = {d.id: np.zeros(n) for d in drivers}
+        accounts = {name: np.zeros(n) for name in names}
         for element in chunk:
             value = _own(element, rho, seed, n, factors, round_)
             for name in element.drivers:
@@ -233,24 +252,28 @@ def draw(
             for name in element.drivers:
                 under[name] += value
             total += value
+            if element.account is not None:
+                accounts[element.account] += value
             if element.id in touching:
                 _remove(element, value, touching[element.id], sizes, joint, removed)
-        return total, removed, added, under
+        return total, removed, added, under, accounts
 
     # numpy lets go of the interpreter while it draws and adds: the elements' halves on two
     # threads take about half the time on two cores.
     halves = [elements[: len(elements) // 2], elements[len(elements) // 2 :]]
     if len(elements) < _THREADED or _CORES < 2:
-        total, removed, added, under = part(elements)
+        total, removed, added, under, accounts = part(elements)
     else:
         with ThreadPoolExecutor(max_workers=2) as pool:
-            (total, removed, added, under), other = pool.map(part, halves)
+            (total, removed, added, under, accounts), other = pool.map(part, halves)
         total += other[0]
         for mine, theirs in zip(removed, other[1], strict=True):
             mine += theirs
         for name in added:
             added[name] += other[2][name]
             under[name] += other[3][name]
+        for name in accounts:
+            accounts[name] += other[4][name]
     for name, drawn in multipliers.items():
         under[name] = np.divide(under[name], drawn, out=np.zeros(n), where=drawn > 0)
-    return Draws(total, removed, factors, multipliers, added, under, (n,))
+    return Draws(total, removed, factors, multipliers, added, under, (n,), accounts)

@@ -22,6 +22,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING, Final
 
 from portfolio_optimiser.context.frame import Frame
+from portfolio_optimiser.context.ns3451 import ns3451_name
 from portfolio_optimiser.context.uncertainty import STABLE_TO
 
 from ._markdown import format_nok
@@ -169,7 +170,12 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
                 f"- Correlation group {_md(red.text(group, 'a correlation group'))}: "
                 f"{coefficient:g} between its lines ({codes(members) or 'no line'})."
             )
-        said.append("- Lines of different groups, or of none, are taken as independent.")
+        said += _between(frame, red)
+        said.append(
+            "- Lines of different groups, or of none, are taken as independent"
+            + (" unless their groups are correlated above." if frame.correlation_between else ".")
+            + " A coefficient correlates the lines' normal scores, not their costs."
+        )
     else:
         said.append(
             "- No correlation declared: every line is taken as independent of every other, which "
@@ -188,6 +194,53 @@ def _assumed(frame: Frame, red: Redactor) -> list[str]:
             "- **P85 is not stable to 0.5 %**: it moves with the draws by more than that, and "
             "more samples did not narrow it (it sits on a jump, as where an event's probability "
             "falls). Read it with the S-curve about it."
+        )
+    return said
+
+
+def _accounts(frame: Frame) -> list[str]:
+    """Each building part's own P-curve, at its four points."""
+    if len(frame.accounts) < 2:
+        return []
+    lines = [
+        "Each building part (NS 3451; 8 and 9 as NS 3453 counts them) on its own, as the "
+        "simulation draws it: its P-curve at four points (the parts' P85s do not add up to the "
+        "project's: they do not all run high in the same samples):",
+        "",
+        "| building part | P10 | P50 | P85 | P90 (NOK, to four figures) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for part, q in frame.accounts.items():
+        name = ns3451_name(part)
+        shown = " | ".join(_figures4(q[k]) for k in ("p10", "p50", "p85", "p90"))
+        lines.append(f"| {part} {name} | {shown} |" if name else f"| {part} | {shown} |")
+    return [*lines, ""]
+
+
+def _figures4(value: float) -> str:
+    """To four significant figures: an account's quantiles carry the simulation's noise."""
+    if value == 0:
+        return "0"
+    step = 10 ** max(math.floor(math.log10(abs(value))) - 3, 0)
+    return _kr(round(value / step) * step)
+
+
+def _between(frame: Frame, red: Redactor) -> list[str]:
+    if not frame.correlation_between:
+        return []
+    pairs = [
+        f"{_md(red.text(a, 'a factor'))} with {_md(red.text(b, 'a factor'))} {rho:g}"
+        for a, row in frame.correlation_between.items()
+        for b, rho in row.items()
+        if rho
+    ]
+    said = [f"- Across groups and drivers (correlation_between): {', '.join(pairs) or 'none'}."]
+    if frame.correlation_repaired is not None:
+        said.append(
+            "- **The stated coefficients are no correlation matrix** (not positive "
+            "semi-definite): simulated with the nearest correlation matrix ([uncertainty] repair "
+            f'= "nearest"; Higham 2002), which moved a coefficient by up to '
+            f"{frame.correlation_repaired:.3f}; the coefficients above are those used."
         )
     return said
 
@@ -329,6 +382,7 @@ def frame_section(result: RunResult, red: Redactor) -> list[str]:
         "",
         *_assumed(frame, red),
         "",
+        *_accounts(frame),
         "What each candidate, adopted now, does to P50 and P85 (on the same samples; a measure "
         "held on the kuttliste instead leaves P50 alone and is counted in the kostnadsramme), "
         "the next decision point first, then the largest cut to P85:",

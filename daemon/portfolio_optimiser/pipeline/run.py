@@ -16,7 +16,8 @@ from pathlib import Path
 
 from portfolio_optimiser.context.candidates import sources_of
 from portfolio_optimiser.context.changes import line_changes
-from portfolio_optimiser.context.frame import backtest_of, frame_of
+from portfolio_optimiser.context.correlation import FrameRefused
+from portfolio_optimiser.context.frame import backtest_of, frame_of, frame_refusal
 from portfolio_optimiser.context.frontmatter import Concept
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Candidate, Project
@@ -74,6 +75,9 @@ async def run_project(
     judged = {v.key.measure_type for v in verdicts.approved() if v.key.measure_type}
     read: dict[str, Concept] = {}
     project = load_ir_projections(bundle, known_types=judged, read=read)
+    refused = frame_refusal(project, settings.frame)
+    if refused is not None:
+        raise FrameRefused(refused)
     navigation = navigate_bundle(bundle, read=read)
     context = render_context(navigation, budget_chars=settings.context_chars)
     meter = TokenMeter(budget)

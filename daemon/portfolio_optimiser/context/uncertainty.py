@@ -274,7 +274,7 @@ _ALL: Final = list(QUANTILES.values())
 def _figures(values: Floats, shares: Sequence[float]) -> tuple[_Figures, Floats]:
     """The samples' quantiles at ``shares``, all and with each group left out (and the samples,
     sorted)."""
-    order = np.argsort(values, kind="stable")
+    order = np.argsort(values)
     ordered = values[order]
     group = order % BATCHES
     left = np.stack([_smoothed(ordered[group != b], shares) for b in range(BATCHES)])

@@ -27,6 +27,9 @@ _Part = tuple[
 """Factor names and their correlation matrix: the factors are drawn independent, then mixed."""
 
 _TAILS: Final = np.array([normal_quantile(0.10), normal_quantile(0.90)])
+HELD_VALUES: Final = 2_000_000
+"""Draws of the first round held for the second pass (16 MB): a small project's are, a large
+one's are drawn again."""
 _THREADED: Final = 64
 """Elements from which a round is drawn on two threads (below, the threads cost more)."""
 _CORES: Final = (
@@ -52,6 +55,9 @@ class Draws:
     add to those drawn before and never draw them again."""
     accounts: Mapping[str, Floats]
     """Each account's own total in each sample (its elements, with their drivers)."""
+    held: Mapping[str, Floats]
+    """The first round's own draws of each element, where they fit in ``HELD_VALUES``: the
+    second pass reads them instead of drawing them again."""
 
     def driver_swing(self, driver: Driver, mean: float) -> tuple[str, float, float]:
         """(id, the expected total with the driver at its P10, at its P90)."""
@@ -87,6 +93,7 @@ def joined(parts: Sequence[Draws]) -> Draws:
         cat("under"),
         tuple(n for p in parts for n in p.rounds),
         cat("accounts"),
+        parts[0].held,
     )
 
 
@@ -157,6 +164,9 @@ def element_draws(
     for name in element.drivers:
         drawn = found.multipliers[name][:first]
         multiplier = drawn if multiplier is None else multiplier * drawn
+    held = found.held.get(element.id)
+    if held is not None:
+        return held, multiplier
     factors = {k: v[:first] for k, v in found.factors.items()}
     return _own(element, rho, seed, first, factors, 0), multiplier
 
@@ -237,6 +247,9 @@ def draw(
 
     names = sorted({e.account for e in elements if e.account is not None})
 
+    keep = round_ == 0 and len(elements) * n <= HELD_VALUES
+    held: dict[str, Floats] = {}
+
     def part(chunk: Sequence[Element]) -> _Part:
         total = np.zeros(n)
         removed = [np.zeros(n) for _ in range(len(effects) + (1 if together else 0))]
@@ -245,6 +258,8 @@ def draw(
         accounts = {name: np.zeros(n) for name in names}
         for element in chunk:
             value = _own(element, rho, seed, n, factors, round_)
+            if keep:
+                held[element.id] = value
             for name in element.drivers:
                 multiplied = value * multipliers[name]
                 added[name] += multiplied - value
@@ -276,4 +291,4 @@ def draw(
             accounts[name] += other[4][name]
     for name, drawn in multipliers.items():
         under[name] = np.divide(under[name], drawn, out=np.zeros(n), where=drawn > 0)
-    return Draws(total, removed, factors, multipliers, added, under, (n,), accounts)
+    return Draws(total, removed, factors, multipliers, added, under, (n,), accounts, held)

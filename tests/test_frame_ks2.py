@@ -498,3 +498,33 @@ def test_each_building_part_has_its_own_p_curve_drawn_from_the_same_samples() ->
     for name in ("p10", "p50", "p85", "p90"):
         assert both.accounts["2"][name] == pytest.approx(getattr(alone, f"{name}_nok"), rel=1e-12)
     assert both.accounts["2"]["p85"] + both.accounts["3"]["p85"] > both.p85_nok
+
+
+def test_a_measure_with_a_range_of_its_own_moves_p85_by_what_it_may_fall_short() -> None:
+    item = MeasureOption(
+        id="k-1",
+        measure_type="removal",
+        affected_codes=("21",),
+        estimated_saving_nok=2e6,
+        saving_min_nok=0.5e6,
+        saving_max_nok=2.2e6,
+    )
+    lines = [CostLine(code="21", amount_nok=100e6, min_nok=95e6, max_nok=120e6)]
+    found = project(lines, measure_options=(item,))
+    [candidate] = kuttliste_candidates(found)
+    frame = frame_of(found, [candidate], accepted=frozenset(), rule=RULE)
+    assert frame is not None
+    delta = frame.deltas[candidate.id]
+    # Its saving is drawn (PERT 0.5 / 2.0 / 2.2 MNOK: mean 1.78): less off, and not exactly.
+    mean = (0.5e6 + 4 * 2e6 + 2.2e6) / 6
+    assert delta.p50_nok == pytest.approx(-mean, rel=0.05)
+    assert -2e6 < delta.p85_nok < -1.5e6 and delta.p85_error_nok > 0
+    with pytest.raises(ValueError, match="must rise from 0"):
+        MeasureOption(
+            id="k-2",
+            measure_type="removal",
+            affected_codes=("21",),
+            estimated_saving_nok=2e6,
+            saving_min_nok=2.5e6,
+            saving_max_nok=3e6,
+        )

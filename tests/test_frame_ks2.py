@@ -528,3 +528,27 @@ def test_a_measure_with_a_range_of_its_own_moves_p85_by_what_it_may_fall_short()
             saving_min_nok=2.5e6,
             saving_max_nok=3e6,
         )
+
+
+def test_an_event_may_follow_a_driver_as_its_group() -> None:
+    """A busy market makes the contractor's claim more likely: the event's group is the
+    driver, its occurrence and size drawn from the driver's own score."""
+    lines = [CostLine(code="21", amount_nok=50e6, min_nok=48e6, max_nok=55e6)]
+    claim = Uncertainty(id="claim", min_nok=3e6, likely_nok=5e6, max_nok=12e6, probability=0.3,
+                        correlation_group="market")  # fmt: skip
+    market = UncertaintyDriver(id="market", low=0.9, likely=1.0, high=1.3)
+    found = project(lines, uncertainties=(claim,), drivers=(market,), correlation={"market": 0.8})
+    frame = frame_of(found, [], accepted=frozenset(), rule=FrameRule(seed=8, samples=40_000))
+    assert frame is not None
+    parts = [
+        oracle.Part(48e6, 50e6, 55e6, drivers=("market",)),
+        oracle.Part(3e6, 5e6, 12e6, group="market", probability=0.3),
+    ]
+    total = oracle.totals(parts, {"market": oracle.Part(0.9, 1.0, 1.3)}, {"market": 0.8})
+    for name, share in (("p50", 0.5), ("p85", 0.85), ("p90", 0.9)):
+        assert getattr(frame, f"{name}_nok") == pytest.approx(oracle.p(total, share), rel=0.01)
+    independent = oracle.totals(
+        [parts[0], oracle.Part(3e6, 5e6, 12e6, probability=0.3)],
+        {"market": oracle.Part(0.9, 1.0, 1.3)},
+    )
+    assert oracle.p(total, 0.9) > oracle.p(independent, 0.9) * 1.01  # the test can tell

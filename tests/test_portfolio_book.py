@@ -226,12 +226,17 @@ def test_outcomes_taken_out_and_put_in_leave_the_page_built_afresh() -> None:
     under = PageOutcome(Decimal("1400000"), Decimal("1500000"), Decimal("1700000"))
     over = PageOutcome(Decimal("1800000"), Decimal("1500000"), Decimal("1700000"))
     between = PageOutcome(Decimal("1600000"), Decimal("1500000"), Decimal("1700000"))
+    on = PageOutcome(Decimal("1500000"), Decimal("1500000"), Decimal("1700000"))
     book = PortfolioBook()
     book.replace("u", [], under)
     book.replace("o", [], over)
     book.replace("o", [])  # its latest run has no outcome any more
     book.replace("b", [], between)
-    afresh = PortfolioBook.of([], projects=set(), verdicts={}, outcomes={"u": under, "b": between})
+    for name, outcome in (("u2", under), ("b2", between), ("p", on)):
+        book.replace(name, [], outcome)
+    outcomes = {"u": under, "b": between, "u2": under, "b2": between, "p": on}
+    afresh = PortfolioBook.of([], projects=set(), verdicts={}, outcomes=outcomes)
     kept = book.render(thin=[], stamp=STAMP)[0]
     assert kept == afresh.render(thin=[], stamp=STAMP)[0]
+    assert "5 finished projects: **0 (0%) ended above their P85**" in kept
     assert "the final cost stood +0.0% from P50 on average" in kept

@@ -38,7 +38,7 @@ def levels(block: Block) -> None:
     begins = np.r_[0, np.cumsum(counts)][:-1]
     ok = counts >= block.min_lines
     a[first:last], b[first:last], fitted[first:last] = 0.0, 0.0, ok
-    for n in np.unique(counts[ok]).tolist():
+    for n in sorted(set(counts[ok].tolist())):  # np.unique would import numpy.ma (2 MB)
         rows = np.flatnonzero(ok & (counts == n))
         at = begins[rows][:, None] + np.arange(n)
         a[first + rows], b[first + rows] = _rows(
@@ -70,7 +70,7 @@ def _rows(
 def _row_medians(rows: Floats, count: Ints) -> Floats:
     """The median of each row's ``count`` smallest values (the rest are +inf); NaN for none."""
     found = np.full(len(rows), np.nan)
-    for n in np.unique(count).tolist():
+    for n in sorted(set(count.tolist())):
         if n <= 0:
             continue
         chosen = np.flatnonzero(count == n)

@@ -357,6 +357,7 @@ def simulate(
         return _simulated(elements, drivers, rho, effects, together, between, seed, samples)
     finally:
         forget()
+        _weights.cache_clear()
 
 
 def _simulated(
@@ -429,12 +430,13 @@ def _simulation(
     first = found.rounds[0]
     part = total[:first]
     centred = part - part.mean()
-    scale = deviation / float(part.std()) if part.std() else 0.0
+    variance = float(part.var())
+    # Each one's covariance with the first round's total, over that total's variance: shares
+    # of it that add up to 1, then of the whole deviation.
+    scale = deviation / variance if variance else 0.0
 
     def share(x: Floats) -> float:
-        return (
-            float(np.dot(x - x.mean(), centred)) / first / deviation * scale if deviation else 0.0
-        )
+        return float(np.dot(x - x.mean(), centred)) / first * scale
 
     shares: list[tuple[str, float]] = []
     swings: list[Swing] = []

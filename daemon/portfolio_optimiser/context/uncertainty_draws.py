@@ -171,13 +171,25 @@ def element_draws(
     return _own(element, rho, seed, first, factors, 0), multiplier
 
 
+def _tails(x: Floats) -> tuple[float, float]:
+    """P10 and P90 of draws, as ``np.quantile`` reads them (which imports numpy.ma, 2 MB)."""
+    ordered = np.sort(x)
+    found = []
+    for share in (0.10, 0.90):
+        place = share * (len(ordered) - 1)
+        below = math.floor(place)
+        above = min(below + 1, len(ordered) - 1)
+        found.append(float(ordered[below] + (place - below) * (ordered[above] - ordered[below])))
+    return found[0], found[1]
+
+
 def swing_of(
     element: Element, x: Floats, multiplier: Floats | None, mean: float
 ) -> tuple[str, float, float]:
     """(id, the expected total with the element at its P10, at its P90): an event's from its
     draws (it has an atom at nothing), another's from its marginal."""
     if element.probability < 1.0:
-        low, high = np.quantile(x, [0.10, 0.90]).tolist()
+        low, high = _tails(x)
     else:
         low, high = draws_of(
             element.low, element.likely, element.high, element.distribution, _TAILS

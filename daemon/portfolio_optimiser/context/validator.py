@@ -14,7 +14,7 @@ rule and the recomputed numbers, so the reasoning can be redone by hand.
 | arithmetic | quantity × unit price is given and differs from the saving by more than 0.5 NOK, or an affected line's own quantity × unit price differs from its amount |
 | no_double_counting | the same candidate or kuttliste item is already counted, or with the accepted candidates that share its codes it claims more than those lines cost |
 | evidence_inside_bundle | no evidence link is given, or one leaves the bundle or names no file in it, or a `reference:<code>@<unit>` link names no line the portfolio's reference fit grades, or the price expected there gives less than the saving claimed (for a risk: the fit does not grade the post as priced far below, or its sum at stake is not what the expected price gives) |
-| frame_reproduced | a ΔP50 or ΔP85 is claimed and the uncertainty frame, simulated again from the bundle, gives another figure by more than three of its Monte Carlo standard errors (never less than 0.5 NOK: a claim from another seed or sample count stands if it is accurate), or has none to give |
+| frame_reproduced | a ΔP50 or ΔP85 is claimed and the uncertainty frame, simulated again from the bundle, gives another figure by more than three standard errors of the difference (√2 times its own Monte Carlo error; never less than 0.5 NOK: an accurate claim from another seed or sample count stands), or has none to give |
 """
 
 from __future__ import annotations
@@ -50,8 +50,10 @@ __all__ = [
 
 ARITHMETIC_TOLERANCE_NOK = Decimal("0.5")
 REPRODUCED_WITHIN = 3.0
-"""Standard errors a claimed ΔP50 or ΔP85 may stand from the frame's own: no check is tighter
-than the figure it checks."""
+"""Standard errors of the difference a claimed ΔP50 or ΔP85 may stand from the frame's own: a
+claim copied from an earlier run carries that run's Monte Carlo error as the validator's figure
+carries its own (the difference of two such has sqrt(2) times the error). No check is tighter
+than the figures it compares."""
 """Rounding to whole kroner is ordinary practice; anything beyond it is an arithmetic error."""
 UNIT_PRICE_ROUNDING = Decimal("0.005")
 """A unit price written to the øre is off by at most half an øre a unit."""
@@ -182,7 +184,7 @@ def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameRule) 
     found = {"delta_p50_nok": _dec(delta.p50_nok), "delta_p85_nok": _dec(delta.p85_nok)}
     errors = {"delta_p50_nok": delta.p50_error_nok, "delta_p85_nok": delta.p85_error_nok}
     allowed = {
-        name: max(Decimal(repr(REPRODUCED_WITHIN * error)), ARITHMETIC_TOLERANCE_NOK)
+        name: max(Decimal(repr(REPRODUCED_WITHIN * math.sqrt(2) * error)), ARITHMETIC_TOLERANCE_NOK)
         for name, error in errors.items()
     }
     figures = {name: _nok(value.quantize(Decimal("0.01"))) for name, value in found.items()}
@@ -190,7 +192,7 @@ def _frame_reproduced(candidate: Candidate, project: Project, frame: FrameRule) 
     within = ", ".join(f"{name} ±{_nok(allowed[name].quantize(Decimal(1)))}" for name in stated)
     where = (
         f"the uncertainty frame simulated again (seed {frame.seed}; its figures' Monte Carlo "
-        f"error allows {within}: {REPRODUCED_WITHIN:g} standard errors)"
+        f"error allows {within}: {REPRODUCED_WITHIN:g} standard errors of the difference)"
     )
     if off:
         gives = ", ".join(f"{name} {figures[name]}" for name in off)

@@ -37,6 +37,13 @@ def test_savings_within_the_band_hold_and_any_other_move_does_not() -> None:
     assert not within_band(HELD, HELD[:1], 0.10)
     assert not within_band(HELD[:1], HELD, 0.10)
     assert not within_band(HELD, HELD[::-1], 0.10)
+    # Never narrower than half the materiality floor: 64 000 → 58 000 is 9 %, but only 6 000.
+    assert within_band(HELD, moved, 0.05, floor=50_000)
+    assert not within_band(HELD, (("231", "m2", "likely", 146_000), HELD[1]), 0.05, floor=50_000)
+
+
+def test_the_band_is_on_by_default() -> None:
+    assert load_config().reference.rerun_band == 0.05
 
 
 def _config(band: float) -> Config:

@@ -90,12 +90,12 @@ class Reference(_Section):
     shrink_comparables: int = 4
     min_saving_nok: float = 50_000
     min_share: float = 0.001
-    rerun_band: float = Field(default=0.0, ge=0, le=1)
+    rerun_band: float = Field(default=0.05, ge=0, le=1)
     """A project is run again for its reference candidates only when one of their savings moved
-    by more than this share of what its latest run was identified by (or a candidate or a grade
-    came or went): one more project moves thousands of others' savings by a rounding step. Off
-    by default: DESIGN §11 has a rerun due whenever a project's candidates differ from its
-    published run's, and a saving held within the band is a difference the report does not show."""
+    by more than this share of what its latest run was identified by, and by at least half
+    ``min_saving_nok`` (or a candidate or a grade came or went): one more project moves
+    thousands of others' savings by a rounding step. On by default (DESIGN §12); 0: a rerun
+    whenever any saving moved."""
 
     def rule(self) -> ReferenceRule:
         return ReferenceRule(**self.model_dump(exclude={"rerun_band"}))

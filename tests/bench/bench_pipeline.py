@@ -57,7 +57,9 @@ __all__ = ["FULL", "QUICK", "Row", "Scale", "main", "run_benchmark"]
 CONTEXT_CHARS: Final = 24_000
 MODEL_DELAY_S: Final = 0.2
 """The target's model: every answer takes 200 ms."""
-PER_CALL_TARGET_MS: Final = 10.0
+PER_CALL_OF_FLOOR: Final = 1.1
+"""Own time per model call against Agent Framework and the SDK alone on the same exchanges, in
+the same run (DESIGN §12): the floor moves with the machine and the libraries, the ratio not."""
 """Our own time per model call: (wall − model time) / calls."""
 CALLS_PER_CANDIDATE_TARGET: Final = 2.0
 PROMPT_TARGET: Final = 0.25
@@ -379,7 +381,7 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
     if not consulted:
         measured += "; a run did not reach the checker"
     per_candidate = calls / candidates
-    floor = await measure_floor(models, bundle, scale, per_call_ms)
+    floor_ms, floor = await measure_floor(models, bundle, scale, per_call_ms)
     large = await measure_store_size(
         models,
         bundle,
@@ -390,9 +392,9 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
     return [
         Row(
             f"our own time per model call, model answering in {MODEL_DELAY_S * 1000:.0f} ms",
-            f"≤ {PER_CALL_TARGET_MS:g} ms",
-            measured,
-            consulted and per_call_ms <= PER_CALL_TARGET_MS,
+            f"≤ {PER_CALL_OF_FLOOR:g} × the floor below ({PER_CALL_OF_FLOOR * floor_ms:.1f} ms)",
+            f"{measured}; {per_call_ms / floor_ms:.2f} × the floor",
+            consulted and per_call_ms <= PER_CALL_OF_FLOOR * floor_ms,
         ),
         Row(
             "model calls per candidate, checker approving on its first turn",
@@ -407,7 +409,9 @@ async def measure_overhead(models: Models, work: Path, scale: Scale) -> list[Row
     ]
 
 
-async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: float) -> Row:
+async def measure_floor(
+    models: Models, bundle: Path, scale: Scale, own_ms: float
+) -> tuple[float, Row]:
     """What Agent Framework and the SDK cost alone on a run's exchanges: the proposer's
     ``Agent.run`` (its instructions, tools and response format) and one maker-checker group chat
     per candidate (``ask_checker``, the checker approving at once), replaying the prompts the
@@ -469,7 +473,7 @@ async def measure_floor(models: Models, bundle: Path, scale: Scale, own_ms: floa
         own += time.perf_counter() - started - (models.served_s - served)
         calls += models.requests - requests
     floor_ms = own / max(calls, 1) * 1000
-    return Row(
+    return floor_ms, Row(
         "Agent Framework and the SDK alone on the same exchanges, model answering in "
         f"{MODEL_DELAY_S * 1000:.0f} ms",
         "reported (the floor under the per-call target)",

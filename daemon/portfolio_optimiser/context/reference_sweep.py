@@ -37,14 +37,21 @@ ReferenceKey = tuple[str, str, str, int]
 """A reference candidate as a project's version sees it: (code, unit, grade, saving)."""
 
 
-def within_band(held: tuple[ReferenceKey, ...], now: tuple[ReferenceKey, ...], band: float) -> bool:
+def within_band(
+    held: tuple[ReferenceKey, ...],
+    now: tuple[ReferenceKey, ...],
+    band: float,
+    floor: float = 0.0,
+) -> bool:
     """Whether a project's reference candidates now are the ones it was identified by, but for
-    savings each within ``band`` of the saving it was identified by: the same candidates, in the
-    same order, with the same grades. A saving is rounded down to two significant figures, so one
-    more project among thousands moves many by one rounding step (at 10 000 projects, about
-    1 500 projects' savings, a median 2 % and at most 10 % each): no reason to run them again."""
+    savings each within ``band`` of the saving it was identified by, or within half ``floor``
+    (the materiality floor) where that is wider: the same candidates, in the same order, with
+    the same grades. A saving is rounded down to two significant figures, so one more project
+    among thousands moves many by one rounding step (at 10 000 projects, about 1 500 projects'
+    savings, a median 2 % and at most 10 % each): no reason to run them again."""
     return len(held) == len(now) and all(
-        h[:3] == n[:3] and abs(n[3] - h[3]) <= band * h[3] for h, n in zip(held, now, strict=True)
+        h[:3] == n[:3] and abs(n[3] - h[3]) <= max(band * h[3], floor / 2)
+        for h, n in zip(held, now, strict=True)
     )
 
 

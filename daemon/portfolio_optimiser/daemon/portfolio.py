@@ -5,8 +5,9 @@ Decides which ingested projects are due: those whose identity now is not their l
 run's — because the reference classes or the approved verdicts moved under them, including back
 to candidates an earlier run of theirs already gave (then that run stands again, run for
 nothing). A project's reference candidates are held to those its identity was last computed
-from while their savings move within ``[reference] rerun_band`` (``within_band``; off unless
-set, and then no anchors are kept), and a run of such an identity measures its savings afresh:
+from while their savings move within ``[reference] rerun_band`` (``within_band``; on by default
+at 5 %, never less than half the materiality floor; 0 turns it off, and then no anchors are
+kept), and a run of such an identity measures its savings afresh:
 within the band of those its identity holds, not equal to them. Offline a rerun costs nothing;
 with a model its unchanged candidates reuse the checker's standing conclusions, but the proposer
 is asked again (a proposal is a run's own).
@@ -241,7 +242,12 @@ class Portfolio:
         if not band:
             return keys
         held = anchors.get(name)
-        if held is not None and held.content == content and within_band(held.keys, keys, band):
+        floor = self.config.reference.min_saving_nok
+        if (
+            held is not None
+            and held.content == content
+            and within_band(held.keys, keys, band, floor)
+        ):
             return held.keys
         if moved is not None:
             anchor = anchors[name] = Anchor(content, keys)

@@ -4,7 +4,7 @@ learned candidates the local rules give it now: their ids, savings and grades. A
 in the portfolio shapes keeps its content hash as its identity. The identity is computed against
 one snapshot of the reference fit (the project's lines measured against the portfolio), and the
 run is handed that snapshot, so its reference prices are the ones it was identified by (or
-within the band of them, when ``[reference] rerun_band`` is set: ``portfolio``).
+within the band of them, ``[reference] rerun_band``: ``portfolio``).
 """
 
 from __future__ import annotations

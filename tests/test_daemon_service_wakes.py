@@ -30,13 +30,16 @@ TICK_S = 60.0
 
 
 class SlowRuns:
-    """``run_pipeline`` made to take ``seconds`` from its ``slow_from``-th call on, saying when
-    a slow run is in hand and when it has ended."""
+    """``run_pipeline`` held from its ``slow_from``-th call on until the test lets it go
+    (``release``; at most ``seconds``), saying when a held run is in hand and when it has ended:
+    a verdict is shown to be taken in during a run however slow the machine is, not within a
+    fixed time."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *, slow_from: int, seconds: float) -> None:
         self.real, self.calls = job.run_pipeline, 0
         self.slow_from, self.seconds = slow_from, seconds
         self.running, self.ended = threading.Event(), threading.Event()
+        self.release = threading.Event()
         monkeypatch.setattr(job, "run_pipeline", self)
 
     def __call__(self, *args: Any) -> Any:
@@ -44,7 +47,7 @@ class SlowRuns:
         if self.calls < self.slow_from:
             return self.real(*args)
         self.running.set()
-        time.sleep(self.seconds)  # the verdict arrives while the processing thread is in here
+        self.release.wait(self.seconds)  # the verdict arrives while the processing thread is here
         try:
             return self.real(*args)
         finally:
@@ -86,7 +89,7 @@ def _daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspa
 def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runs = SlowRuns(monkeypatch, slow_from=2, seconds=6.0)
+    runs = SlowRuns(monkeypatch, slow_from=2, seconds=120.0)
     with _daemon(tmp_path, monkeypatch) as ws:
         _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
         wait_for(
@@ -101,12 +104,13 @@ def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
         data |= {"decision": "approved", "rationale": "Checked on site.", "reviewer": "KE"}
         _save(ws.inbox_verdicts / template.name, data)
         promoted = ws.wiki / "verdicts" / f"{data['id']}.md"
-        wait_for(promoted.is_file, timeout_s=4, what="the approval promoted during the run")
+        wait_for(promoted.is_file, timeout_s=60, what="the approval promoted during the run")
         page = (ws.outbox / "portfolio.md").read_text("utf-8")
         assert f"`{data['id']}`" not in page.split("## Largest candidates awaiting")[1], (
             "the page still lists the approved candidate as awaiting a verdict"
         )
         assert not runs.ended.is_set(), "the run ended first: the verdict waited behind it"
+        runs.release.set()
         assert runs.ended.wait(60), "the run never ended"
 
 
@@ -114,7 +118,7 @@ def test_a_verdict_saved_during_a_run_is_taken_in_before_the_run_ends(
 def test_a_verdict_naming_no_candidate_is_reported_during_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    runs = SlowRuns(monkeypatch, slow_from=1, seconds=6.0)
+    runs = SlowRuns(monkeypatch, slow_from=1, seconds=120.0)
     with _daemon(tmp_path, monkeypatch) as ws:
         _bundle(tmp_path, "lillevik-school").rename(ws.inbox_projects / "lillevik-school")
         assert runs.running.wait(30), "the bundle's run never started"
@@ -127,9 +131,10 @@ def test_a_verdict_naming_no_candidate_is_reported_during_the_run(
         }
         _save(verdict, saved)
         report = verdict.with_name(verdict.name + ".error.txt")
-        wait_for(report.is_file, timeout_s=4, what="the verdict's report during the run")
+        wait_for(report.is_file, timeout_s=60, what="the verdict's report during the run")
         assert "names no candidate" in report.read_text("utf-8")
         assert not runs.ended.is_set(), "the run ended first: the verdict waited behind it"
+        runs.release.set()
 
 
 def test_the_memory_a_run_freed_is_given_back_once_the_daemon_is_idle(

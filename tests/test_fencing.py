@@ -158,11 +158,15 @@ def test_a_worker_frozen_mid_job_and_handed_over_writes_nothing_when_it_comes_ba
         daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
         _wait(lambda: _stopped(frozen.pid))
         _end_lock_session(url, "w1")
-        _wait(lambda: _done(url) == (3, 0))
+        _wait(lambda: _done(url) == (3, 0), what="three jobs done", seen=lambda: _done(url))
         calls = _calls(server)
         staged = sorted(p.name for p in (ws / ".state" / "staged").glob("*/*"))
         os.kill(frozen.pid, signal.SIGCONT)
-        _wait(lambda: "this machine's attempt stopped" in frozen.stderr(), 60)
+        _wait(
+            lambda: "this machine's attempt stopped" in frozen.stderr(),
+            what="the frozen worker, let go again, to say its attempt stopped",
+            seen=lambda: frozen.stderr()[-2000:],
+        )
         time.sleep(1)  # anything it would still do after its refusal
         _stop(daemon, frozen)
     finally:

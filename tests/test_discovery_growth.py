@@ -1,6 +1,7 @@
 """A portfolio grown 8 → 20 → 60 projects through the daemon (issue 22): after every stage the
-outbox's reference candidates are exactly what the current classes give (none stale), and an
-approval made at 8 projects still applies at 60 (its id unchanged, counted as approved)."""
+outbox's reference candidates are those the current classes give, each saving within the rerun
+band of the current one (none stale beyond it; DESIGN §12), and an approval made at 8 projects
+still applies at 60 (its id unchanged, counted as approved)."""
 
 from __future__ import annotations
 
@@ -106,7 +107,19 @@ def test_a_growing_portfolio_keeps_no_stale_candidate_and_its_approvals(tmp_path
         dropped = size
         once(ws)
         outbox = {pid: cands for pid, (_run, cands) in published(ws).items()}
-        assert outbox == current(ws), f"stale reference candidates at {size} projects"
+        now = current(ws)
+        assert {p: set(c) for p, c in outbox.items()} == {p: set(c) for p, c in now.items()}, (
+            f"stale reference candidates at {size} projects"
+        )
+        reference = load_config().reference
+        beyond = {
+            (project_id, cid): (held, now[project_id][cid])
+            for project_id, cands in outbox.items()
+            for cid, held in cands.items()
+            if abs(now[project_id][cid] - held)
+            > max(reference.rerun_band * held, reference.min_saving_nok / 2)
+        }
+        assert not beyond, f"savings moved beyond the band at {size} projects: {beyond}"
         assert len(outbox) == size
         if approved is None:
             project_id, run, candidate_id = strongest_planted(portfolio, ws)

@@ -18,13 +18,15 @@ seed (``uncertainty_marginals`` draws the marginals).
   of a group correlate at ``rho`` in their normal scores (not in their costs). An event of a group
   draws whether it happens the same way: events of a group tend to happen together. A group named
   as a driver is that driver's score: an element may follow a driver.
-* **Common random numbers.** Each element's, driver's and group's draws come from a generator
-  seeded by the seed and its own name: adding an element moves no other draw, and a measure is
-  applied to the very samples the frame was computed on, so its effect is not drowned in noise.
-* **Honest precision.** Every figure carries its standard error, from the spread of the figure
-  over ``BATCHES`` batches of the samples; the sample count doubles from ``samples`` until P85,
+* **Common random numbers.** Each element's, driver's and group's draws come from a stream keyed
+  by the seed and its own name (``uncertainty_marginals.Stream``): adding an element moves no
+  other draw, and a measure is applied to the very samples the frame was computed on, so its
+  effect is not drowned in noise.
+* **Honest precision.** Quantiles are Harrell-Davis-smoothed (``_smoothed``), and every figure
+  carries its standard error, by the delete-a-group jackknife over ``BATCHES`` groups of the
+  samples (``_jackknife``); the sample count doubles from ``samples`` until P85,
   the reserve (P85 - P50) and each measure's ΔP85 are within their targets (``TARGETS``), until
-  ``MAX_SAMPLES``, or until a doubling does not narrow the worst of them (``NARROWS``: P85 on a
+  ``MAX_SAMPLES``, or until three doublings do not narrow the worst of them (``NARROWS``: P85 on a
   jump, where an event's probability falls, stays as wide however many samples are drawn).
 * **What drives the spread**, two ways, each for what it is: each element's and driver's share
   of the total's standard deviation (its covariance with the total over the total's deviation:
@@ -65,7 +67,7 @@ QUANTILES: Final = {"p10": 0.10, "p50": 0.50, "p85": 0.85, "p90": 0.90}
 SAMPLES: Final = 10_000
 MAX_SAMPLES: Final = 320_000
 BATCHES: Final = 20
-"""Batches the samples are cut into to measure a figure's standard error."""
+"""Groups the samples are cut into, each left out in turn, to measure a figure's error."""
 Z95: Final = 1.96
 TARGETS: Final = {"p85": 0.005, "reserve": 0.02, "delta_p85": 0.05, "delta_p85_nok": 20_000.0}
 """Half the 95 % interval each figure must reach: P85 and the reserve as a share of themselves,

@@ -22,9 +22,9 @@ seed (``uncertainty_marginals`` draws the marginals).
   by the seed and its own name (``uncertainty_marginals.Stream``): adding an element moves no
   other draw, and a measure is applied to the very samples the frame was computed on, so its
   effect is not drowned in noise.
-* **Honest precision.** Quantiles are Harrell-Davis-smoothed (``_smoothed``), and every figure
+* **Honest precision.** Quantiles are Harrell-Davis-smoothed (``uncertainty_figures``), and every figure
   carries its standard error, by the delete-a-group jackknife over ``BATCHES`` groups of the
-  samples (``_jackknife``); the sample count doubles from ``samples`` until P85,
+  samples (the same module); the sample count doubles from ``samples`` until P85,
   the reserve (P85 - P50) and each measure's ΔP85 are within their targets (``TARGETS``), until
   ``MAX_SAMPLES``, or until three doublings do not narrow the worst of them (``NARROWS``: P85 on a
   jump, where an event's probability falls, stays as wide however many samples are drawn).
@@ -36,7 +36,6 @@ seed (``uncertainty_marginals`` draws the marginals).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from typing import Final
 import numpy as np
 
 from .uncertainty_draws import Draws, Mixing, draw, element_draws, joined, swing_of
+from .uncertainty_figures import BATCHES, Figures, at, figures, forget_weights, jackknife, smoothed
 from .uncertainty_marginals import Distribution, Floats, forget
 
 __all__ = [
@@ -66,8 +66,6 @@ __all__ = [
 QUANTILES: Final = {"p10": 0.10, "p50": 0.50, "p85": 0.85, "p90": 0.90}
 SAMPLES: Final = 10_000
 MAX_SAMPLES: Final = 320_000
-BATCHES: Final = 20
-"""Groups the samples are cut into, each left out in turn, to measure a figure's error."""
 Z95: Final = 1.96
 TARGETS: Final = {"p85": 0.005, "reserve": 0.02, "delta_p85": 0.05, "delta_p85_nok": 20_000.0}
 """Half the 95 % interval each figure must reach: P85 and the reserve as a share of themselves,
@@ -215,91 +213,16 @@ class Simulation:
     """Each account's own P10, P50, P85 and P90 (they do not add up to the total's)."""
 
 
-def _at(ordered: Floats, shares: Sequence[float] | Floats) -> Floats:
-    """Sorted samples' quantiles at ``shares`` (the last axis), as ``np.quantile`` takes them
-    (linearly between the two order statistics about ``share * (n - 1)``)."""
-    count = ordered.shape[-1]
-    place = np.asarray(shares, dtype=np.float64) * (count - 1)
-    below = np.floor(place).astype(np.intp)
-    above = np.minimum(below + 1, count - 1)
-    low, high = ordered[..., below], ordered[..., above]
-    found: Floats = low + (place - below) * (high - low)
-    return found
-
-
 _SHARES: Final = [QUANTILES["p50"], QUANTILES["p85"]]
-_REACH: Final = 6.0
-"""Standard deviations of an order statistic's rank the smoothing weights reach to."""
-
-
-@functools.lru_cache(maxsize=64)
-def _weights(count: int, share: float) -> tuple[int, Floats]:
-    """Harrell-Davis weights in their normal limit: the order statistics about rank
-    ``share * (count - 1)``, each weighted by how likely it is to be the quantile's rank (a
-    normal with the order statistic's own deviation, ``sqrt(count * share * (1 - share))``)."""
-    centre = share * (count - 1)
-    deviation = max(math.sqrt(count * share * (1.0 - share)), 0.5)
-    first = max(0, math.floor(centre - _REACH * deviation))
-    last = min(count - 1, math.ceil(centre + _REACH * deviation))
-    ranks = np.arange(first, last + 1, dtype=np.float64)
-    weights = np.exp(-0.5 * ((ranks - centre) / deviation) ** 2)
-    found: Floats = weights / weights.sum()
-    return first, found
-
-
-def _smoothed(ordered: Floats, shares: Sequence[float]) -> Floats:
-    """Sorted samples' quantiles (the last axis) as a weighted average of the order statistics
-    about each (``_weights``), not the one or two at its rank: a measure's ΔP85 on the same
-    samples is then an average of its removal over the hundreds of samples about P85, not over
-    two, and needs some tens of times fewer samples to be as exact. A constant shift of every
-    sample shifts it by exactly that (the weights add up to 1)."""
-    count = ordered.shape[-1]
-    found = []
-    for share in shares:
-        first, weights = _weights(count, float(share))
-        found.append(ordered[..., first : first + len(weights)] @ weights)
-    stacked: Floats = np.stack(found, axis=-1)
-    return stacked
-
-
-@dataclass(frozen=True)
-class _Figures:
-    full: Floats
-    """The quantiles over every sample."""
-    left: Floats
-    """The quantiles with each of ``BATCHES`` groups of the samples left out, a row a group."""
-
-
 _ALL: Final = list(QUANTILES.values())
 
 
-def _figures(values: Floats, shares: Sequence[float]) -> tuple[_Figures, Floats]:
-    """The samples' quantiles at ``shares``, all and with each group left out (and the samples,
-    sorted)."""
-    order = np.argsort(values)
-    ordered = values[order]
-    group = order % BATCHES
-    left = np.stack([_smoothed(ordered[group != b], shares) for b in range(BATCHES)])
-    return _Figures(_smoothed(ordered, shares), left), ordered
-
-
-def _jackknife(left: Floats) -> Floats:
-    """Standard errors by the delete-a-group jackknife (each group a twentieth of the samples:
-    unlike the delete-one jackknife, consistent for a quantile), one a column of ``left``.
-    Batches' own spread would not do: a smoothed quantile of a twentieth of the samples is not
-    the same estimator as that of all of them."""
-    count = left.shape[0]
-    spread = ((left - left.mean(axis=0)) ** 2).sum(axis=0)
-    found: Floats = np.sqrt((count - 1) / count * spread)
-    return found
-
-
-def _delta(after: Floats, base: _Figures) -> Delta:
+def _delta(after: Floats, base: Figures) -> Delta:
     """What a removal does to P50 and P85 (``after``: the samples less it), and the errors of
     both: on the same samples, most of the noise cancels."""
-    moved, _ordered = _figures(after, _SHARES)
+    moved, _ordered = figures(after, _SHARES)
     full = moved.full - base.full[1:3]
-    errors = _jackknife(moved.left - base.left[:, 1:3])
+    errors = jackknife(moved.left - base.left[:, 1:3])
     return Delta(
         p50=float(full[0]),
         p85=float(full[1]),
@@ -359,7 +282,7 @@ def simulate(
         return _simulated(elements, drivers, rho, effects, together, between, seed, samples)
     finally:
         forget()
-        _weights.cache_clear()
+        forget_weights()
 
 
 def _simulated(
@@ -382,10 +305,10 @@ def _simulated(
             draw(elements, drivers, rho, effects, together, seed, size, len(rounds), between)
         )
         found = joined(rounds)
-        base, ordered = _figures(found.total, _ALL)
+        base, ordered = figures(found.total, _ALL)
         quantiles = {name: float(v) for name, v in zip(QUANTILES, base.full, strict=True)}
-        errors = {name: float(v) for name, v in zip(QUANTILES, _jackknife(base.left), strict=True)}
-        errors["reserve"] = float(_jackknife(base.left[:, 2] - base.left[:, 1])[()])
+        errors = {name: float(v) for name, v in zip(QUANTILES, jackknife(base.left), strict=True)}
+        errors["reserve"] = float(jackknife(base.left[:, 2] - base.left[:, 1])[()])
         errors["mean"] = float(found.total.std() / math.sqrt(n))
         deltas = [_delta(found.total - removed, base) for removed in found.removed]
         shorts.append(_short(quantiles, errors, deltas[: len(effects)]))
@@ -456,14 +379,14 @@ def _simulation(
         mean=mean,
         quantiles=quantiles,
         errors=errors,
-        curve=tuple(float(v) for v in _at(ordered, np.linspace(0.0, 1.0, CURVE_POINTS))),
+        curve=tuple(float(v) for v in at(ordered, np.linspace(0.0, 1.0, CURVE_POINTS))),
         contributions=tuple(sorted(shares, key=lambda s: -s[1])),
         swings=tuple(sorted(swings, key=lambda s: -s.width)),
         deviation=deviation,
         stable_to=stable_to,
         effects={e.id: d for e, d in zip(effects, deltas[: len(effects)], strict=True)},
         accounts={
-            name: dict(zip(QUANTILES, _smoothed(np.sort(sums), _ALL).tolist(), strict=True))
+            name: dict(zip(QUANTILES, smoothed(np.sort(sums), _ALL).tolist(), strict=True))
             for name, sums in sorted(found.accounts.items())
         },
         joint=deltas[-1] if joint else None,

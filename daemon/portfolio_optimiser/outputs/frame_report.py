@@ -34,17 +34,18 @@ if TYPE_CHECKING:  # the pipeline package imports agent_framework; the outputs n
 
     from .report import Redactor
 
-__all__ = ["decision_date", "frame_section", "outcome_section", "rounded"]
+__all__ = ["decision_date", "frame_section", "kroner", "rounded"]
 
 _DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def _kr(value: float) -> str:
+def kroner(value: float) -> str:
+    """A figure to the krone, as the reports write one."""
     return format_nok(Decimal(repr(value)).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
 def _signed(value: float) -> str:
-    shown = _kr(value)
+    shown = kroner(value)
     return shown if shown.startswith("-") or shown == "0" else "+" + shown
 
 
@@ -52,10 +53,10 @@ def rounded(value: float, error: float) -> str:
     """A simulated figure to the step its standard error supports (an error of 35 000 shows it
     to the ten thousand), with the error beside it; an exact one to the krone."""
     if error <= 0.5:
-        return _kr(value)
+        return kroner(value)
     step = 10 ** math.floor(math.log10(error))
-    shown = _kr(round(value / step) * step)
-    return f"{shown} ± {_kr(round(error / step) * step)}"
+    shown = kroner(round(value / step) * step)
+    return f"{shown} ± {kroner(round(error / step) * step)}"
 
 
 def _figures(frame: Frame) -> list[str]:
@@ -63,29 +64,29 @@ def _figures(frame: Frame) -> list[str]:
     stated = frame.basis == "stated"
     reserve = frame.kostnadsramme_nok + frame.kuttliste_nok - frame.styringsramme_nok
     rows = [
-        ("base estimate (basiskalkyle)", _kr(frame.base_nok), _kr(frame.base_nok)),
+        ("base estimate (basiskalkyle)", kroner(frame.base_nok), kroner(frame.base_nok)),
         (
             "expected addition (forventet tillegg: the mean less the base)",
             "",
             rounded(frame.expected_addition_nok, e["mean"]),
         ),
         ("P10", "", rounded(frame.p10_nok, e["p10"])),
-        ("P50 (styringsramme)", _kr(frame.styringsramme_nok), rounded(frame.p50_nok, e["p50"])),
+        ("P50 (styringsramme)", kroner(frame.styringsramme_nok), rounded(frame.p50_nok, e["p50"])),
         (
             "P85",
-            _kr(frame.kostnadsramme_nok + frame.kuttliste_nok),
+            kroner(frame.kostnadsramme_nok + frame.kuttliste_nok),
             rounded(frame.p85_nok, e["p85"]),
         ),
         ("P90", "", rounded(frame.p90_nok, e["p90"])),
         (
             "reserve (usikkerhetsavsetning: P85 less P50)",
-            _kr(reserve),
+            kroner(reserve),
             rounded(frame.reserve_nok, e["reserve"]),
         ),
-        ("the kuttliste's value", _kr(frame.kuttliste_nok), _kr(frame.kuttliste_nok)),
+        ("the kuttliste's value", kroner(frame.kuttliste_nok), kroner(frame.kuttliste_nok)),
         (
             "kostnadsramme (P85 less the kuttliste)",
-            f"**{_kr(frame.kostnadsramme_nok)}**",
+            f"**{kroner(frame.kostnadsramme_nok)}**",
             rounded(frame.simulated_kostnadsramme_nok, e["p85"]),
         ),
     ]
@@ -119,9 +120,9 @@ def _verdicts(frame: Frame) -> list[str]:
         )
     if frame.incoherent:
         said.append(
-            f"**Incoherent: the kostnadsramme ({_kr(frame.kostnadsramme_nok)}) is below the "
-            f"styringsramme ({_kr(frame.styringsramme_nok)})**: the kuttliste's validated items "
-            f"({', '.join(frame.incoherent)}) are worth {_kr(frame.kuttliste_nok)} NOK, more than "
+            f"**Incoherent: the kostnadsramme ({kroner(frame.kostnadsramme_nok)}) is below the "
+            f"styringsramme ({kroner(frame.styringsramme_nok)})**: the kuttliste's validated items "
+            f"({', '.join(frame.incoherent)}) are worth {kroner(frame.kuttliste_nok)} NOK, more than "
             "the reserve P85 less P50 they are held against. Take items off the kuttliste, "
             "largest first, or revisit the frame."
         )
@@ -222,7 +223,7 @@ def _figures4(value: float) -> str:
     if value == 0:
         return "0"
     step = 10 ** max(math.floor(math.log10(abs(value))) - 3, 0)
-    return _kr(round(value / step) * step)
+    return kroner(round(value / step) * step)
 
 
 def _between(frame: Frame, red: Redactor) -> list[str]:
@@ -336,37 +337,6 @@ def _beyond_saving(ranked: Sequence[CandidateRun], frame: Frame) -> list[str]:
         "them, so the share is taken of more than their base amounts. A measure of `effect: "
         "fixed` (the default) takes its sum off and leaves the spread; one with its own range "
         "(saving_min_nok, saving_max_nok) moves P85 by what it may fall short.",
-    ]
-
-
-def outcome_section(result: RunResult, red: Redactor) -> list[str]:
-    """A finished project's final cost against the frames it was steered by."""
-    found = result.backtest
-    if found is None:
-        return []
-    basis = (
-        "the P50 and P85 the project states"
-        if found.basis == "stated"
-        else "the simulated frame's P50 and P85 (the project does not state both)"
-    )
-
-    def against(name: str, frame: float) -> str:
-        word = "above" if found.final_cost_nok > frame else "within"
-        share = (found.final_cost_nok - frame) / frame if frame else 0.0
-        return f"{word} its {name} ({_kr(frame)} NOK, {share:+.1%})"
-
-    when = (
-        f", completed {_md(red.text(found.completed, 'a completion date'))}"
-        if found.completed
-        else ""
-    )
-    return [
-        "## The outcome",
-        "",
-        f"The project finished at **{_kr(found.final_cost_nok)} NOK**{when}: "
-        f"{against('P85', found.p85_nok)} and {against('P50', found.p50_nok)}, judged against "
-        f"{basis}.",
-        "",
     ]
 
 

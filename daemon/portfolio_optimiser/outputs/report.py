@@ -30,7 +30,8 @@ from .explained import (
     references_section,
     sources_section,
 )
-from .frame_report import frame_section, outcome_section
+from .frame_report import frame_section
+from .outcome_report import outcome_section
 from .tender_report import priced_section, tender_section
 from .worksheet import decision_cell, worksheet_section
 

@@ -25,6 +25,7 @@ from . import test_scale_workers
 from .fakes.llm_server import FakeLLMServer
 from .test_scale_workers import (
     BILLED_PER_CALL,
+    PROCESS_TEST_S,
     _calls,
     _done,
     _each_ran_once,
@@ -36,7 +37,7 @@ from .test_scale_workers import (
     _wait,
 )
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(PROCESS_TEST_S)]
 server = test_scale_workers.server  # the loopback model server that bills every answer
 
 JOB = "a" * 64
@@ -158,14 +159,18 @@ def test_a_worker_frozen_mid_job_and_handed_over_writes_nothing_when_it_comes_ba
         daemon = processes.start("run", ws, "--config", config, env=_env(url, "intake"))
         _wait(lambda: _stopped(frozen.pid))
         _end_lock_session(url, "w1")
-        _wait(lambda: _done(url) == (3, 0), what="three jobs done", seen=lambda: _done(url))
+        _wait(
+            lambda: _done(url) == (3, 0),
+            what="three jobs done",
+            seen=lambda: (_done(url), frozen.stderr()[-1500:], daemon.stderr()[-3000:]),
+        )
         calls = _calls(server)
         staged = sorted(p.name for p in (ws / ".state" / "staged").glob("*/*"))
         os.kill(frozen.pid, signal.SIGCONT)
         _wait(
             lambda: "this machine's attempt stopped" in frozen.stderr(),
             what="the frozen worker, let go again, to say its attempt stopped",
-            seen=lambda: frozen.stderr()[-2000:],
+            seen=lambda: (frozen.stderr()[-2000:], daemon.stderr()[-3000:]),
         )
         time.sleep(1)  # anything it would still do after its refusal
         _stop(daemon, frozen)

@@ -32,7 +32,10 @@ from .daemon_helpers import (
 from .fakes.llm_server import COMPLETION_TOKENS, PROMPT_TOKENS, FakeLLMServer
 from .synthetic import tiny_project
 
-pytestmark = pytest.mark.postgres
+PROCESS_TEST_S = 900
+"""pytest-timeout's limit for a test of processes: above its waits' own deadlines (``WAIT_S``),
+so that a wait that runs out fails saying what it waited for and saw, not pytest's bare stack."""
+pytestmark = [pytest.mark.postgres, pytest.mark.timeout(PROCESS_TEST_S)]
 
 PROJECTS = 200
 BILLED_PER_CALL = PROMPT_TOKENS + COMPLETION_TOKENS

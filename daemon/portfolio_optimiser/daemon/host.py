@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import signal
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -88,7 +89,10 @@ class RunHost:
         if self.test_fault == point:
             self._fault_left -= 1
             if self._fault_left <= 0:
-                os.kill(os.getpid(), self._fault_signal)
+                # To this thread, not the process: a process-directed SIGSTOP is taken by
+                # whichever thread the kernel wakes first, and this one runs on, past the
+                # point (on a loaded machine, into the next write) until that thread stops.
+                signal.pthread_kill(threading.get_ident(), self._fault_signal)
 
     def job_context(
         self, job: Job, guard: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext

@@ -92,7 +92,7 @@ def test_the_import_report_counts_what_became_of_every_post(tmp_path: Path) -> N
         "post(s) and heading(s) kept as description (2 of them main posts whose value lies in "
         "their sub-posts)" in report
     )
-    assert "2 priced post(s) without an NS 3420 code" in report
+    assert "2 cost line(s) and option(s) without an NS 3420 code" in report
 
 
 def test_a_tender_without_its_unpriced_posts_imports_and_says_what_its_sub_posts_lack(
@@ -109,9 +109,29 @@ def test_a_tender_post_left_unpriced_is_imported_at_nothing_and_counted(tmp_path
     estimate = read_estimate(write_ns3459(tmp_path / "t.xml", posts))
     (rigg,) = [p for p in estimate.posts if p.code == "36.9"]
     assert rigg.amount == 0 and rigg.quantity == 6
-    assert "1 post(s) have a quantity and no price (left unpriced in the tender)" in " ".join(
-        estimate.how
+    assert (
+        "1 post(s) have a quantity and no price (left unpriced in the tender, or its Enhetspris"
+        in " ".join(estimate.how)
     )
+
+
+def test_a_tender_exported_before_it_was_priced_says_so_and_counts_every_post(
+    tmp_path: Path,
+) -> None:
+    """A public ISY Linker Pristilbud writes Enhetspris 0 and Sum 0 on every post (its main posts
+    left out): no tender to check, and the report says so instead of calling it priced."""
+    posts = [replace(p, price=Decimal(0)) if p.priced else p for p in linker_posts()]
+    estimate = read_estimate(write_ns3459(tmp_path / "t.xml", posts, drop_unpriced=True))
+    how = " ".join(estimate.how)
+    assert {p.amount for p in estimate.posts} == {0}
+    assert "a tender with no price on any post, written by ISY Linker" in how
+    assert "a priced tender" not in how
+    counted = len(estimate.posts) + len(estimate.options)
+    assert f"{counted} post(s) have a quantity and no price (left unpriced in the tender" in how
+    # One post priced: a priced tender again, with the others counted.
+    posts[-1] = replace(posts[-1], price=Decimal(100))
+    estimate = read_estimate(write_ns3459(tmp_path / "t2.xml", posts, drop_unpriced=True))
+    assert "a priced tender" in " ".join(estimate.how)
 
 
 def test_a_price_request_keeps_its_structure_with_no_prices(tmp_path: Path) -> None:

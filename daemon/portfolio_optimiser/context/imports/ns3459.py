@@ -236,11 +236,17 @@ def read_ns3459_estimate(
 def _how(name: str, digest: str, read: _Read, posts: Classified) -> list[str]:
     """The import report's sentences: what the file is and what became of each of its posts."""
     tender = read.kind == "Pristilbud"
+    posted = len(posts.lines) + len(posts.options)
+    if not tender:
+        kind = "price request"
+    elif posted and posts.unpriced == posted:  # as exported before anyone priced it
+        kind = "tender with no price on any post"
+    else:
+        kind = "priced tender"
     by = f", written by {read.program}" if read.program else ""
     levels = ", ".join(n for n in read.levels.values() if n) or "none named"
     how = [
-        f"Read {name} (SHA-256 {digest[:16]}…) as NS 3459 version {read.version}: a "
-        f"{'priced tender' if tender else 'price request'}{by}.",
+        f"Read {name} (SHA-256 {digest[:16]}…) as NS 3459 version {read.version}: a {kind}{by}.",
         f"Post-number levels: {levels}"
         + (
             "; NS 3451 from the Bygningsdel level."
@@ -251,8 +257,8 @@ def _how(name: str, digest: str, read: _Read, posts: Classified) -> list[str]:
         f"option(s) kept apart from the base sum, {len(posts.texts)} text post(s) and heading(s) "
         f"kept as description ({posts.carried} of them main posts whose value lies in their "
         "sub-posts).",
-        f"{posts.uncoded} priced post(s) without an NS 3420 code, after each sub-post took its "
-        "main post's: the portfolio does not compare them.",
+        f"{posts.uncoded} cost line(s) and option(s) without an NS 3420 code, after each "
+        "sub-post took its main post's: the portfolio does not compare them.",
     ]
     if posts.orphans:
         how.append(
@@ -267,7 +273,13 @@ def _how(name: str, digest: str, read: _Read, posts: Classified) -> list[str]:
     if posts.unpriced:
         how.append(
             f"{posts.unpriced} post(s) have a quantity and no price"
-            + (" (a price request)" if not tender else " (left unpriced in the tender)")
-            + ": imported at 0 NOK, so nothing can be saved on them until they are priced."
+            + (
+                " (a price request): imported at 0 NOK, so nothing can be saved on them until "
+                "they are priced."
+                if not tender
+                else " (left unpriced in the tender, or its Enhetspris and Sum written as 0): "
+                "imported at 0 NOK, so nothing can be saved or checked on them until they are "
+                "priced."
+            )
         )
     return how

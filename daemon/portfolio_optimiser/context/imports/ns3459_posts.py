@@ -67,7 +67,7 @@ class Classified:
     orphans: int = 0
     """Sub-posts whose main post the file leaves out (a tender without its unpriced posts)."""
     unpriced: int = 0
-    """Lines with a quantity and no price."""
+    """Lines and options with a quantity and no price (none, or 0 with a Sum of 0)."""
 
     @property
     def uncoded(self) -> int:
@@ -204,7 +204,9 @@ def classify(
         codes[raw.postnr] = seen + 1
         if seen:  # a bundle's codes are unique: the second post of a number is told apart
             post = replace(post, code=f"{raw.postnr}#{seen + 1}")
-        if post.unit_price is None and post.quantity is not None:
+        if post.quantity and not post.unit_price and not post.amount:
+            # No price, or a price of 0 with a Sum of 0: as ISY Linker exports a tender that was
+            # never priced (every Enhetspris and Sum written as 0).
             out.unpriced += 1
         (out.options if raw.option else out.lines).append(post)
     out.carried = sum(1 for t in out.texts if subs_of.get(t.code))

@@ -314,7 +314,7 @@ def test_check_bundle_shows_an_id_it_minted_and_every_problem_at_once(
 def test_an_internal_error_is_one_line_naming_where_its_scrubbed_traceback_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    key = "sk-" + "proj-" + "c" * 24
+    key = "sk-" + "proj-" + "cR4" * 8
 
     def broken(_args: object) -> int:
         raise KeyError(f"boom {key}")

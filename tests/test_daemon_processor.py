@@ -569,7 +569,7 @@ def test_a_slow_copy_into_a_folder_is_not_taken_before_it_ends(
 def test_a_secret_in_a_bad_field_never_reaches_the_report(
     workspace: Workspace, processor: Processor, clock: Clock
 ) -> None:
-    secret = "sk-ant-" + "b" * 24  # built at run time: no committed file carries one
+    secret = "sk-ant-" + "bQ7" * 8  # built at run time: no committed file carries one
     entry = drop_bundle(workspace, "leaky\x1b[31m")
     (entry / "cost" / "07-utendors.md").write_text(
         f'---\ntype: cost-line\ncode: "07"\namount_nok: "{secret}"\n---\n', encoding="utf-8"

@@ -19,7 +19,7 @@ from portfolio_optimiser._text import strip_control
 from portfolio_optimiser.daemon.logging import configure_logging, get_logger, plain_values
 from portfolio_optimiser.reasoning.redaction import redact_event
 
-SECRET = "sk-ant-" + "b" * 24
+SECRET = "sk-ant-" + "bQ7" * 8
 ESCAPES = ("\x1b[2J", "\x1b]0;owned\x07", "\x9b31m")
 HOSTILE = f"{SECRET} {''.join(ESCAPES)}"
 
@@ -44,7 +44,7 @@ def _restore_logging() -> Iterator[None]:
 
 def _assert_clean(out: str) -> None:
     assert SECRET not in out
-    assert "b" * 24 not in out
+    assert "bQ7" * 8 not in out
     for escape in ESCAPES:
         assert escape not in out
     assert "\x07" not in out

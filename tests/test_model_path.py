@@ -260,7 +260,7 @@ def test_a_wild_retry_after_does_not_break_the_runs_after_it(
 def test_nothing_secret_reaches_a_model(
     tmp_path: Path, servers: tuple[FakeLLMServer, FakeLLMServer]
 ) -> None:
-    secret = "sk-proj-" + secrets.token_hex(16)
+    secret = "sk-proj-" + secrets.token_hex(16) + "Q7"
     bundle = small_bundle(tmp_path / "bundle-r1")
     write(
         bundle,

@@ -33,7 +33,7 @@ ESC = "\x1b[31mred\x1b[0m\x1b]0;owned\x07"
 SCHEMAS = commons_dir() / "schemas"
 SVG = "savings-by-code.svg"
 # Built at run time, so no committed file carries a secret's shape.
-KEY = "sk-ant-" + "b" * 24
+KEY = "sk-ant-" + "bQ7" * 8
 PRIVATE_KEY = "-----BEGIN " + "PRIVATE KEY-----\n" + "A" * 48 + "\n"
 
 

@@ -972,7 +972,7 @@ def test_unreadable_files_are_reported_and_do_not_stop_loading(consulted: Consul
 def secrets() -> dict[str, str]:
     """Secret-shaped strings assembled at run time, by the kind redaction should name."""
     return {
-        "anthropic-key": "sk-" + "ant-" + "b" * 24,
+        "anthropic-key": "sk-" + "ant-" + "bQ7" * 8,
         "github-token": "gh" + "p_" + "a" * 36,
         "aws-access-key-id": "AK" + "IA" + "B" * 16,
         "assignment": "pass" + "word=" + "x" * 12,

@@ -29,8 +29,8 @@ KEY_BODY = "MIIEv" + "QIBADANBgkqhkiG9w0BAQEFAASC" * 3
 
 # One sample per shape of the table, by kind; each is assembled from pieces.
 SAMPLES: dict[str, str] = {
-    "anthropic-key": "sk-" + "ant-" + "api03-" + "b" * 24,
-    "openai-key": "sk-" + "proj-" + "c" * 24,
+    "anthropic-key": "sk-" + "ant-" + "api03-" + "bQ7" * 8,
+    "openai-key": "sk-" + "proj-" + "cR4" * 8,
     "github-pat": "github" + "_pat_" + "A1" * 12,
     "github-token": "gh" + "p_" + "a" * 36,
     "aws-access-key-id": "AK" + "IA" + "B7" * 8,
@@ -215,6 +215,11 @@ def test_a_private_key_header_alone_is_redacted_not_refused() -> None:
         "Prosjektet «Lillevik skole» sparer 4,2 % — om lag NOK 480 000 — ved kortere peler.",
         "Æ, ø og å; tabell:\tpost 21\tkr 3 400\nneste linje: passord og nøkler nevnes uten verdi.",
         "Ask the expert: is the sk-rated steel (grade S355) still required? Bearer walls stay.",
+        # Project ids and post texts: a slug's "sk-" is no key (the first one failed a real
+        # ISY Linker tender's run, its id redacted in proposals.json).
+        "ntnu-ansk-24-0032-k5-ventilasjon-okovent",
+        "praha-sk-2024-skola-vystavba-pavilonu-b",
+        "Post 36.362.2 sk-dimensjonert kanal 400x200-mm-galvanisert-staal",
         "",
     ],
 )
@@ -360,7 +365,7 @@ def test_a_secret_logged_through_structlog_is_redacted() -> None:
 def test_a_text_scrubbed_again_is_scrubbed_as_the_first_time(filler: int) -> None:
     """Short texts are remembered, long ones scrubbed each time: either way the same answer,
     and a text carrying a private key is refused every time it comes."""
-    secret = "sk-" + "proj-" + "c" * 24
+    secret = "sk-" + "proj-" + "cR4" * 8
     text = "x" * filler + f"key {secret} here\x1b[2J"
     first, again = scrub(text), scrub(text)
     assert first == again

@@ -344,7 +344,7 @@ def test_the_diagnostic_is_one_line(tmp_path: Path, error: BaseException) -> Non
 
 
 def test_a_diagnostic_carrying_a_secret_is_redacted_in_the_record(tmp_path: Path) -> None:
-    secret = "sk-" + "ant-" + "k" * 24
+    secret = "sk-" + "ant-" + "kQ7" * 8
     records = run_consult(
         tmp_path,
         {"alpha": Raising(AdvisorAuthFailed("alpha", f"key {secret} refused")), "gamma": Silent()},

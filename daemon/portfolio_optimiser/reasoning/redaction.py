@@ -42,10 +42,16 @@ class Scrubbed:
     kinds: tuple[str, ...] = ()
 
 
+# A vendor key's random body: mixed case and digits, never a slug's lower-case words (a project
+# named "ntnu-ansk-24-0032-k5-ventilasjon" holds "sk-24-0032-k5-ventilasjon", which a bare
+# "sk-" shape took for a key, corrupting the run's ids). A key glued to the word before it
+# stays a key: stripping an escape sequence can glue them.
+_KEY_BODY: Final = r"(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]"
+
 # (kind, pattern). Order: narrower vendor shapes before the broad ones that would also match them.
 SECRET_SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
-    ("anthropic-key", re.compile(r"sk-ant-[A-Za-z0-9_-]{16,}")),
-    ("openai-key", re.compile(r"sk-(?:proj-)?[A-Za-z0-9_-]{20,}")),
+    ("anthropic-key", re.compile(rf"sk-ant-{_KEY_BODY}{{16,}}")),
+    ("openai-key", re.compile(rf"sk-(?:proj-|svcacct-|admin-)?{_KEY_BODY}{{20,}}")),
     ("github-pat", re.compile(r"github_pat_[A-Za-z0-9_]{20,}")),
     ("github-token", re.compile(r"gh[pousr]_[A-Za-z0-9_]{20,}")),
     ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}")),

@@ -27,6 +27,7 @@ from portfolio_optimiser.daemon.workspace import Workspace
 
 from . import frame_oracle as oracle
 from .conftest import EXAMPLES
+from .test_frame import bundle
 
 SPREAD = (0.9, 1.25)
 CI = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
@@ -270,18 +271,6 @@ def test_the_portfolio_page_flags_a_divergent_and_an_incoherent_frame_from_its_l
     assert flagged in again
 
 
-def _hall(root: Path, files: dict[str, str]) -> Path:
-    (root / "cost").mkdir(parents=True)
-    links = "".join(f"* [{name}]({name})\n" for name in files)
-    (root / "index.md").write_text("# Hall\n\n* [Project](project.md)\n" + links, "utf-8")
-    (root / "project.md").write_text(
-        "---\ntype: project\nid: hall\nname: Hall\ncurrency: NOK\n---\nA hall.\n", "utf-8"
-    )
-    for name, text in files.items():
-        (root / name).write_text(text, "utf-8")
-    return root
-
-
 LINE = "---\ntype: cost-line\ncode: '02'\namount_nok: 1000\nmin_nok: 900\nmax_nok: 1200\n---\nA.\n"
 
 
@@ -291,7 +280,7 @@ def test_a_bundles_driver_is_read_and_every_problem_named_with_its_file() -> Non
     from portfolio_optimiser.context.errors import IRError
 
     with tempfile.TemporaryDirectory() as tmp:
-        good = _hall(
+        good = bundle(
             Path(tmp) / "good",
             {
                 "cost/frame.md": LINE,
@@ -306,7 +295,7 @@ def test_a_bundles_driver_is_read_and_every_problem_named_with_its_file() -> Non
             1.15,
             ("02",),
         )
-        bad = _hall(
+        bad = bundle(
             Path(tmp) / "bad",
             {
                 "cost/frame.md": LINE,
@@ -316,7 +305,7 @@ def test_a_bundles_driver_is_read_and_every_problem_named_with_its_file() -> Non
         )
         with pytest.raises(IRError, match=r"market\.md: low, likely and high must be in rising"):
             load_ir_projections(bad)
-        same = _hall(
+        same = bundle(
             Path(tmp) / "same",
             {
                 "cost/frame.md": LINE,
@@ -458,7 +447,7 @@ def test_a_bundle_whose_matrix_is_no_correlation_is_set_aside_with_the_sentence(
 ) -> None:
     ws = Workspace.at(tmp_path / "ws", environ={})
     ws.ensure()
-    hall = _hall(
+    hall = bundle(
         ws.inbox_projects / "hall",
         {
             "cost/frame.md": LINE.replace("---\nA.", "correlation_group: ground\n---\nA."),

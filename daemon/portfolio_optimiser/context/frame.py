@@ -240,14 +240,14 @@ def frame_refusal(project: Project, rule: FrameRule) -> str | None:
 
 def _simulated(
     project: Project,
+    built: Built,
     rule: FrameRule,
     candidates: Sequence[Candidate],
     accepted: frozenset[str],
 ) -> Simulation:
-    """The project simulated under ``rule``: the one simulation a frame and the validator's
-    reproduction of a claim both read."""
+    """The project simulated under ``rule`` (``built``: its elements and drivers under it): the
+    one simulation a frame and the validator's reproduction of a claim both read."""
     names = line_names(project)
-    built = built_of(project, names, rule)
     effects = [e for c in candidates if (e := effect_of(project, names, c)) is not None]
     return simulate(
         built.elements,
@@ -272,8 +272,9 @@ def frame_of(
     alone and those in ``accepted`` (candidate ids) together."""
     if not has_triples(project):
         return None
-    found = _simulated(project, rule, candidates, accepted)
-    return _frame(project, found, candidates, accepted, rule)
+    built = built_of(project, line_names(project), rule)
+    found = _simulated(project, built, rule, candidates, accepted)
+    return _frame(project, built, found, candidates, accepted, rule)
 
 
 def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> FrameDelta | None:
@@ -281,7 +282,8 @@ def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> 
     has no triple estimate or the candidate no line."""
     if not has_triples(project):
         return None
-    found = _simulated(project, rule, [candidate], frozenset())
+    built = built_of(project, line_names(project), rule)
+    found = _simulated(project, built, rule, [candidate], frozenset())
     delta = found.effects.get(candidate.id)
     return None if delta is None else FrameDelta.of(delta)
 
@@ -307,6 +309,7 @@ def _kuttliste(
 
 def _frame(
     project: Project,
+    built: Built,
     found: Simulation,
     candidates: Sequence[Candidate],
     accepted: frozenset[str],
@@ -315,7 +318,6 @@ def _frame(
     counted, left_out = _kuttliste(project, candidates, accepted)
     kuttliste = math.fsum(float(c.claimed_saving_nok) for c in counted)
     names = line_names(project)
-    built = built_of(project, names, rule)
     groups: dict[str, list[str]] = defaultdict(list)
     for line, name in zip(project.cost_lines, names, strict=True):
         if line.correlation_group:

@@ -240,14 +240,15 @@ def frame_refusal(project: Project, rule: FrameRule) -> str | None:
 
 def _simulated(
     project: Project,
+    names: Sequence[str],
     built: Built,
     rule: FrameRule,
     candidates: Sequence[Candidate],
     accepted: frozenset[str],
 ) -> Simulation:
-    """The project simulated under ``rule`` (``built``: its elements and drivers under it): the
-    one simulation a frame and the validator's reproduction of a claim both read."""
-    names = line_names(project)
+    """The project simulated under ``rule`` (``names``: its lines' names; ``built``:
+    its elements and drivers under the rule): the one simulation a frame and the validator's
+    reproduction of a claim both read."""
     effects = [e for c in candidates if (e := effect_of(project, names, c)) is not None]
     return simulate(
         built.elements,
@@ -272,9 +273,10 @@ def frame_of(
     alone and those in ``accepted`` (candidate ids) together."""
     if not has_triples(project):
         return None
-    built = built_of(project, line_names(project), rule)
-    found = _simulated(project, built, rule, candidates, accepted)
-    return _frame(project, built, found, candidates, accepted, rule)
+    names = line_names(project)
+    built = built_of(project, names, rule)
+    found = _simulated(project, names, built, rule, candidates, accepted)
+    return _frame(project, names, built, found, candidates, accepted, rule)
 
 
 def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> FrameDelta | None:
@@ -282,8 +284,10 @@ def candidate_delta(project: Project, candidate: Candidate, rule: FrameRule) -> 
     has no triple estimate or the candidate no line."""
     if not has_triples(project):
         return None
-    built = built_of(project, line_names(project), rule)
-    found = _simulated(project, built, rule, [candidate], frozenset())
+    names = line_names(project)
+    found = _simulated(
+        project, names, built_of(project, names, rule), rule, [candidate], frozenset()
+    )
     delta = found.effects.get(candidate.id)
     return None if delta is None else FrameDelta.of(delta)
 
@@ -309,6 +313,7 @@ def _kuttliste(
 
 def _frame(
     project: Project,
+    names: Sequence[str],
     built: Built,
     found: Simulation,
     candidates: Sequence[Candidate],
@@ -317,7 +322,6 @@ def _frame(
 ) -> Frame:
     counted, left_out = _kuttliste(project, candidates, accepted)
     kuttliste = math.fsum(float(c.claimed_saving_nok) for c in counted)
-    names = line_names(project)
     groups: dict[str, list[str]] = defaultdict(list)
     for line, name in zip(project.cost_lines, names, strict=True):
         if line.correlation_group:

@@ -271,15 +271,14 @@ def _how(name: str, digest: str, read: _Read, posts: Classified) -> list[str]:
         for number, first, second in posts.shared
     ]
     if posts.unpriced:
+        why = (
+            "left unpriced in the tender, or its Enhetspris and Sum written as 0"
+            if tender
+            else "a price request"
+        )
         how.append(
-            f"{posts.unpriced} post(s) have a quantity and no price"
-            + (
-                " (a price request): imported at 0 NOK, so nothing can be saved on them until "
-                "they are priced."
-                if not tender
-                else " (left unpriced in the tender, or its Enhetspris and Sum written as 0): "
-                "imported at 0 NOK, so nothing can be saved or checked on them until they are "
-                "priced."
-            )
+            f"{posts.unpriced} post(s) have a quantity and no price ({why}): imported at 0 NOK, "
+            f"so nothing can be {'saved or checked' if tender else 'saved'} on them until they "
+            "are priced."
         )
     return how

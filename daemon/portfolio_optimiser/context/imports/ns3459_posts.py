@@ -204,7 +204,7 @@ def classify(
         codes[raw.postnr] = seen + 1
         if seen:  # a bundle's codes are unique: the second post of a number is told apart
             post = replace(post, code=f"{raw.postnr}#{seen + 1}")
-        if post.quantity and not post.unit_price and not post.amount:
+        if post.quantity is not None and not post.unit_price and not post.amount:
             # No price, or a price of 0 with a Sum of 0: as ISY Linker exports a tender that was
             # never priced (every Enhetspris and Sum written as 0).
             out.unpriced += 1

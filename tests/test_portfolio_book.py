@@ -15,11 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from portfolio_optimiser.config import load_config
-from portfolio_optimiser.daemon.host import iso
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio_page import PortfolioPage
 from portfolio_optimiser.daemon.processor import Processor
+from portfolio_optimiser.daemon.stamps import iso
 from portfolio_optimiser.daemon.workspace import Workspace
 from portfolio_optimiser.outputs.portfolio import (
     PageCandidate,

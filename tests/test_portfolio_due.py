@@ -37,6 +37,9 @@ from .synthetic import SyntheticProject, generate
 from .synthetic_ns3451 import generate_ns3451
 from .test_portfolio_index import Reads
 
+NOW = 1_796_601_600.0
+"""When the tests' reference fits are published (2026-12-07, UTC)."""
+
 ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
 LOG = structlog.get_logger("test")
 
@@ -44,7 +47,7 @@ LOG = structlog.get_logger("test")
 def _due(ws: Workspace, ledger: Ledger) -> tuple[Portfolio, list[tuple[str, str, bool]]]:
     """A new process's look: its classes rebuilt, then the reruns decided."""
     portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
-    portfolio.rebuild()
+    portfolio.rebuild(NOW)
     return portfolio, _said(portfolio.due(ledger))
 
 
@@ -83,7 +86,7 @@ def test_the_look_reads_only_new_projects_and_finds_what_afresh_finds(
             project.write(ws.bundles_projects / project.project_id)
         reads.folders.clear()
         _new_process, due = _due(ws, ledger)
-        portfolio.rebuild()  # and the daemon's own portfolio, which remembers its last look
+        portfolio.rebuild(NOW)  # and the daemon's own portfolio, which remembers its last look
         assert _said(portfolio.due(ledger)) == due
         read = set(reads.folders)
         _forget_versions(ws)
@@ -105,7 +108,7 @@ def test_a_version_from_its_two_parts_is_the_version_of_every_candidate_at_once(
         project.write(ws.bundles_projects / project.project_id)
     with Ledger.open(ws.ledger_file) as ledger:
         portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
-        index, teaching = portfolio.rebuild(), portfolio.teaching()
+        index, teaching = portfolio.rebuild(NOW), portfolio.teaching()
         versions = 0
         for folder in sorted(ws.bundles_projects.iterdir()):
             project = load_ir_projections(folder)
@@ -298,7 +301,7 @@ def test_the_reruns_are_decided_on_the_folders_the_classes_were_rebuilt_from(
     monkeypatch.setattr(IngestedProjects, "look", counted)
     with Ledger.open(ws.ledger_file) as ledger:
         portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
-        portfolio.rebuild()
+        portfolio.rebuild(NOW)
         generated[5].write(ws.bundles_projects / generated[5].project_id)  # after the look
         first = {d.folder.name for d in portfolio.due(ledger)}
         assert len(looks) == 1, "the reruns looked at the folders again"

@@ -38,6 +38,9 @@ from portfolio_optimiser.daemon.workspace import Workspace
 
 from .synthetic_ns3451 import generate_ns3451
 
+NOW = 1_796_601_600.0
+"""When the tests' reference fits are published (2026-12-07, UTC)."""
+
 LOG = structlog.get_logger("test")
 ENV = {"PORTFOLIO_OPTIMISER_REASONING_MODE": "ci"}
 
@@ -75,8 +78,8 @@ def _started(ws: Workspace, ledger: Ledger) -> Portfolio:
     """What a start and its first quiet step do: a new process's portfolio, its classes
     rebuilt, their pages written."""
     portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
-    portfolio.rebuild()
-    portfolio.publish_pages()
+    portfolio.rebuild(NOW)
+    portfolio.fit.publish_pages()
     return portfolio
 
 
@@ -100,8 +103,8 @@ def test_a_start_reads_the_index_not_the_bundles_and_gets_the_same_classes(
         monkeypatch.setattr(references, "_render", render)
         again = _started(ws, ledger)
         assert reads.folders == [], "a start read bundles the index holds"
-        assert again.references().classes == _everything(ws).classes
-        assert again.references().classes == first.references().classes
+        assert again.fit.references().classes == _everything(ws).classes
+        assert again.fit.references().classes == first.fit.references().classes
         assert rendered == [], "an unchanged portfolio rendered its class pages again"
         assert {p.name: p.stat().st_mtime_ns for p in ws.references.glob("*.md")} == pages
         assert again.ingested.ids() == sorted(p.name for p in ws.bundles_projects.iterdir())
@@ -131,7 +134,7 @@ def test_a_replaced_project_is_read_again_and_a_gone_one_dropped(
         reads.folders.clear()
         portfolio = _started(ws, ledger)
         assert reads.folders == [replaced.name]
-        assert portfolio.references().classes == _everything(ws).classes
+        assert portfolio.fit.references().classes == _everything(ws).classes
         assert gone.name not in ledger.ingested.all()
         assert gone.name not in portfolio.ingested.ids()
 

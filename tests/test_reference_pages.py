@@ -29,6 +29,9 @@ from .daemon_helpers import make_workspace
 from .synthetic_ns3451 import generate_ns3451
 from .test_portfolio_index import ENV, LOG, _everything, _places, _started, ws
 
+NOW = 1_796_601_600.0
+"""When the tests' reference fits are published (2026-12-07, UTC)."""
+
 __all__ = ["ws"]  # the fixture, shared with the index's tests
 
 
@@ -108,7 +111,7 @@ def test_a_changed_line_renders_only_its_class_page(
         )
         shutil.rmtree(project)
         staged.rename(project)
-        portfolio.rebuild()
+        portfolio.rebuild(NOW)
         assert rendered == []  # the pages wait for the portfolio to be quiet
         real_publish = references.publish_text
 
@@ -116,13 +119,13 @@ def test_a_changed_line_renders_only_its_class_page(
             raise OSError(28, "No space left on device")
 
         monkeypatch.setattr(references, "publish_text", full_disk)
-        portfolio.publish_pages()  # said in the log; the class that moved waits for the next try
+        portfolio.fit.publish_pages()  # said in the log; the class that moved waits for the next try
         # Not due again until the next rebuild or stop: a full disk must not keep it busy.
-        assert portfolio.pages_behind and not portfolio.pages_due and rendered == ["23"]
+        assert portfolio.fit.pages_behind and not portfolio.fit.pages_due and rendered == ["23"]
         monkeypatch.setattr(references, "publish_text", real_publish)
-        portfolio.publish_pages()
-        assert not portfolio.pages_behind and rendered == ["23", "23"]
-        assert portfolio.references().classes == _everything(ws).classes
+        portfolio.fit.publish_pages()
+        assert not portfolio.fit.pages_behind and rendered == ["23", "23"]
+        assert portfolio.fit.references().classes == _everything(ws).classes
         assert read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes == (
             _everything(ws).classes
         )
@@ -164,7 +167,7 @@ def _stepped(ws: Workspace, config: Config) -> Iterator[Processor]:
         try:
             processor.scan()
             processor.settle_by_age()
-            processor.step(quiet_s=0.0)
+            processor.step(quiet_s=0.0, refit_now=True)
             yield processor
         finally:
             processor.close()
@@ -182,9 +185,9 @@ def test_a_burst_of_projects_writes_the_class_pages_once_the_portfolio_is_quiet(
     published: list[set[tuple[str, str]]] = []
     real = references.ReferencePages.publish
 
-    def counted(self: references.ReferencePages, classes: Any, moved: Any) -> None:
+    def counted(self: references.ReferencePages, classes: Any, moved: Any, *a: Any) -> None:
         published.append(set(moved))
-        real(self, classes, moved)
+        real(self, classes, moved, *a)
 
     monkeypatch.setattr(references.ReferencePages, "publish", counted)
     with Ledger.open(ws.ledger_file) as ledger:
@@ -193,12 +196,12 @@ def test_a_burst_of_projects_writes_the_class_pages_once_the_portfolio_is_quiet(
             assert published == [set()]  # a start: the pages hold the classes (none)
             processor.scan()
             processor.settle_by_age()
-            processor.step(quiet_s=0.0)
+            processor.step(quiet_s=0.0, refit_now=True)
             assert len(processor.history) >= 4 and not processor.has_work()
             assert len(published) == 2, "the class pages were not written once, when quiet"
             on_disk = read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes
             assert on_disk == _everything(ws).classes
-            processor.portfolio.rebuild()  # as a settle cut off by a stop leaves them
+            processor.portfolio.rebuild(NOW)  # as a settle cut off by a stop leaves them
         finally:
             processor.close()
     assert len(published) == 3, "a stop left the class pages behind the classes"
@@ -225,14 +228,16 @@ def test_the_class_pages_wait_while_a_bundle_is_still_settling(
     monkeypatch.setattr(
         references.ReferencePages,
         "publish",
-        lambda self, classes, moved: published.append(len(moved)) or real(self, classes, moved),
+        lambda self, classes, moved, *a: (
+            published.append(len(moved)) or real(self, classes, moved, *a)
+        ),
     )
     with _stepped(ws, config) as processor:
         assert [r.name for r in processor.history] == [first.project_id]
         assert len(published) == 1, "the pages were written while a bundle was settling"
         _aged(ws.inbox_projects / second.project_id, 3600)
         processor.settle_by_age()
-        processor.step(quiet_s=0.0)
+        processor.step(quiet_s=0.0, refit_now=True)
         assert len(published) == 2 and published[-1] > 0
 
 

@@ -18,6 +18,9 @@ from portfolio_optimiser.daemon.workspace import Workspace
 from .synthetic_ns3451 import generate_ns3451
 from .test_portfolio_due import ENV, LOG, settled
 
+NOW = 1_796_601_600.0
+"""When the tests' reference fits are published (2026-12-07, UTC)."""
+
 HELD: tuple[ReferenceKey, ...] = (
     ("231", "m2", "likely", 120_000),
     ("25", "m3", "possible", 64_000),
@@ -57,7 +60,7 @@ def _look(ws: Workspace, band: float) -> tuple[dict[str, tuple[ReferenceKey, ...
     """A new process's look: each folder's reference candidates now, and the folders due."""
     with Ledger.open(ws.ledger_file) as ledger:
         portfolio = Portfolio.of(ws, _config(band), ledger, LOG)
-        portfolio.rebuild()
+        portfolio.rebuild(NOW)
         due = sorted(d.folder.name for d in portfolio.due(ledger))
         now = {name: memo[2] for name, memo in portfolio._memo.items()}
     return now, due

@@ -22,6 +22,7 @@ from pydantic import ValidationError as ModelError
 from .context.frame import FrameRule
 from .context.frame_inputs import UncertaintyDriver
 from .context.reference import ReferenceRule
+from .context.reference_version import RefitPolicy
 from .resources import default_config_path, load_schema
 
 __all__ = [
@@ -96,9 +97,19 @@ class Reference(_Section):
     ``min_saving_nok`` (or a candidate or a grade came or went): one more project moves
     thousands of others' savings by a rounding step. On by default (DESIGN §12); 0: a rerun
     whenever any saving moved."""
+    refit_quiet_s: float = Field(default=30.0, ge=0, le=86_400)
+    """The reference fit's next version waits until no project has arrived for this long: an
+    arriving project is scored against the current version at once (DESIGN §12)."""
+    refit_every: int = Field(default=20, ge=1, le=100_000)
+    """… or until this many have arrived since the current version, whichever comes first."""
 
     def rule(self) -> ReferenceRule:
-        return ReferenceRule(**self.model_dump(exclude={"rerun_band"}))
+        return ReferenceRule(
+            **self.model_dump(exclude={"rerun_band", "refit_quiet_s", "refit_every"})
+        )
+
+    def refit(self) -> RefitPolicy:
+        return RefitPolicy(self.refit_quiet_s, self.refit_every)
 
 
 class Uncertainty(_Section):

@@ -5,10 +5,12 @@ queue (``scale_commands.shared_view``)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.reference_version import ReferenceVersion
 from portfolio_optimiser.daemon.workspace import Workspace
 
 __all__ = ["daemon_view"]
@@ -86,6 +88,7 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
     in_flight: list[dict[str, str]] = []
     shared: dict[str, Any] | None = None
     held = 0
+    version = None
     awaiting: list[dict[str, Any]] = []
     ledger = existing_ledger(ws, config)
     where = "SQLite in the state directory"
@@ -94,6 +97,7 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
             counts = ledger.counts()
             awaiting = _awaiting(ledger)
             held = ledger.budget.reserved_tokens()
+            version = ledger.ingested.reference_version()
             for job in map(Job.from_json, ledger.jobs.all(unfinished=True)):
                 item = ledger.get(job.identity)
                 # One quarantined after its run waits in outbox/failed/ for `retry`, not in flight.
@@ -129,4 +133,25 @@ def daemon_view(workspace: Path, config: Config) -> dict[str, Any]:
         "executor": stores.executor_id,
         "shared": shared,
         "config_refused": (last.get("config") or {}).get("refused") if holder or shared else None,
+        "reference": _reference(
+            version, last.get("reference") or {}, running=bool(holder or shared)
+        ),
+    }
+
+
+def _reference(
+    version: ReferenceVersion | None, said: dict[str, Any], *, running: bool
+) -> dict[str, Any] | None:
+    """The reference fit's current version (the ledger's), its age, and — from what a running
+    daemon last said — the projects scored against it since and when the next is due."""
+    if version is None:
+        return None
+    fitted = datetime.strptime(version.fitted_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    return {
+        "version": version.id,
+        "projects": version.projects,
+        "fitted_at": version.fitted_at,
+        "age_s": max(0, round((datetime.now(UTC) - fitted).total_seconds())),
+        "arrivals_since": int(said.get("arrivals_since") or 0) if running else 0,
+        "refit_due_at": said.get("refit_due_at") if running else None,
     }

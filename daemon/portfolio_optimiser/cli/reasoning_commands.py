@@ -157,6 +157,21 @@ def _say_inbox(inbox: dict[str, Any]) -> None:
         say(f"  {name}: not a verdict file; the next run writes why beside it")
 
 
+def _reference_line(reference: dict[str, Any]) -> str:
+    """The reference fit's version as ``status`` says it: which, of how many projects, how old,
+    and the refit due (the projects scored against it since)."""
+    age = reference["age_s"]
+    ago = f"{age // 3600} h" if age >= 7200 else f"{age // 60} min" if age >= 120 else f"{age} s"
+    line = (
+        f"reference fit: version {reference['version']} of {reference['projects']} project "
+        f"folder(s), fitted {reference['fitted_at']} ({ago} ago)"
+    )
+    arrived, due = reference["arrivals_since"], reference["refit_due_at"]
+    if arrived and due:
+        return line + f"; {arrived} project(s) scored against it since, the next fit due {due}"
+    return line + "; no refit due"
+
+
 def status(args: argparse.Namespace) -> int:
     try:
         _config, store, ctx = _context(args)
@@ -258,6 +273,8 @@ def status(args: argparse.Namespace) -> int:
         say_shared(daemon["shared"])
     if daemon["held_tokens"]:
         say(f"tokens held for jobs in flight: {daemon['held_tokens']}")
+    if daemon["reference"] is not None:
+        say(_reference_line(daemon["reference"]))
     say(
         f"spend: {ledger['spent_tokens']:,} of {ledger['portfolio_tokens']:,} portfolio tokens "
         f"over {ledger['runs']} run(s); advisors: {available} of {len(states)} available "

@@ -70,6 +70,9 @@ class ProjectReferences:
     version: str = ""
     """Which state of the portfolio the lines were measured against: a digest of the classes
     they were compared with (``reference <12 hex digits>`` in a report)."""
+    portfolio_version: str = ""
+    """The version of the whole reference fit they were measured against
+    (``reference_version``): what a run's provenance and report name."""
 
     def get(self, code: str, unit: str) -> LineReference | None:
         return self._by_line.get((code, unit))
@@ -92,6 +95,7 @@ class ProjectReferences:
             "lines": [line.to_dict() for line in self.lines],
             "unmatched": [list(u) for u in self.unmatched],
             "version": self.version,
+            "portfolio_version": self.portfolio_version,
         }
 
     @classmethod
@@ -104,4 +108,5 @@ class ProjectReferences:
             float(data.get("min_share", 0.0)),
             tuple((str(c), str(w)) for c, w in data.get("unmatched", ())),
             str(data.get("version", "")),
+            str(data.get("portfolio_version", "")),
         )

@@ -64,6 +64,7 @@ class PriceFit:
 
     def __init__(self, index: ReferenceIndex) -> None:
         self.rule = index.rule
+        self.portfolio_version = index.version
         self._fit = PortfolioFit(index)
         self._codes: frozenset[str] | None = None
 
@@ -190,7 +191,12 @@ class PriceFit:
     def references(self, project_id: str, lines: tuple[LineReference, ...]) -> ProjectReferences:
         rule = self.rule
         return ProjectReferences(
-            project_id, lines, rule.min_comparables, rule.min_saving_nok, rule.min_share
+            project_id,
+            lines,
+            rule.min_comparables,
+            rule.min_saving_nok,
+            rule.min_share,
+            portfolio_version=self.portfolio_version,
         )
 
     def indexed_reference(

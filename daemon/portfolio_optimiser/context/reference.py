@@ -213,6 +213,9 @@ class ReferenceIndex:
     columns: ClassColumns | None = field(default=None, compare=False, repr=False)
     """The classes' comparables as arrays, in the same order, where their keeper holds them
     (``ReferenceClasses``); else the fit takes them apart itself."""
+    version: str = field(default="", compare=False)
+    """The version of the reference fit this index is (``reference_version.version_id``); ""
+    for an index no keeper named (a test's, or pages from before versions)."""
 
     @classmethod
     def of(cls, projects: Iterable[Project], rule: ReferenceRule | None = None) -> ReferenceIndex:

@@ -16,6 +16,7 @@ from typing import Final
 
 from .fit_lines import ClassColumns, Columns, Numbering
 from .reference import Comparable, ProjectPrices, ReferenceIndex, ReferenceRule
+from .reference_version import version_id
 
 __all__ = ["ClassKey", "Places", "ReferenceClasses", "Rendered"]
 
@@ -164,7 +165,13 @@ class ReferenceClasses:
             tuple(projects.names),
             tuple(categories.names),
         )
-        return ReferenceIndex({key: self._classes[key] for key in keys}, self.rule, columns)
+        return ReferenceIndex(
+            {key: self._classes[key] for key in keys}, self.rule, columns, self.version()
+        )
+
+    def version(self) -> str:
+        """The version these classes are: their set of projects and the rule, named."""
+        return version_id(self.digest(), self.rule)
 
     def digest(self) -> str:
         """Every class's comparables, as one digest: what the pages hold (the classes are made

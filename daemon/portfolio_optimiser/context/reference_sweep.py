@@ -165,6 +165,8 @@ class _Sweep:
         """As ``reference_candidates`` finds them, in post order."""
         if not self.posts:
             return []
+        if not len(self._pairs):  # a version fitted from no project: they all arrived since
+            return [None] * len(self.posts)
         own = self._own()
         sizes = np.array([len(p.klass) for p in self.posts], dtype=np.int64)
         owner = np.repeat(np.arange(len(self.posts)), sizes)

@@ -27,12 +27,12 @@ from .archive import Reading, extract_bundle, import_folder
 from .claim import ClaimError, content_digest, original_name, release
 from .decide import ClaimView
 from .filters import InboxFilter
-from .host import iso
 from .job import Job, Stage
 from .ledger import Ledger, next_backoff_s
 from .outcomes import UNDER_WAY, Cost, ItemResult, cost_of
 from .portfolio import Portfolio
 from .stability import snapshot
+from .stamps import iso
 from .workspace import Workspace
 
 __all__ = ["Claim", "Floor", "InboxClaim", "RerunClaim", "due_retries", "next_retry", "take_claim"]

@@ -16,7 +16,7 @@ from typing import Any
 from portfolio_optimiser.config import Config, ConfigError, effective_settings, load_config
 from portfolio_optimiser.reasoning.environment import admission_for
 
-from .host import iso
+from .stamps import iso
 from .stores import stores_for
 
 __all__ = ["ConfigWatch", "changes"]

@@ -201,9 +201,8 @@ class JobDesk:
         """What follows a settled job in this process: the portfolio it changed, and the log."""
         summary = job.summary
         assert summary is not None
-        if not job.rerun:
-            self.rebuild_references()
-            self.reruns_due = True
+        if not job.rerun:  # scored against the current version; the next takes it in
+            self.portfolio.arrived(job, self.floor.clock())
         self.publish_portfolio()
         folder = self.host.job_context(job).run_folder(job)
         self.floor.log.info(
@@ -230,11 +229,23 @@ class JobDesk:
         except OSError as exc:
             self.floor.log.warning("portfolio report not written", problem=str(exc))
 
-    def rebuild_references(self) -> None:
+    def rebuild_references(self, *, start: bool = False) -> None:
+        """The next version of the reference fit when arrivals call for it, or at a ``start``
+        the current one again where its set is as it was (``Portfolio.start``); every project
+        is then looked at again against it (``reruns``)."""
+        portfolio, now = self.portfolio, self.floor.clock()
         try:
-            self.portfolio.rebuild()
-        except OSError as exc:  # the run is durable by now; the next settle or start rebuilds
+            if start:
+                portfolio.start(now)
+            else:
+                portfolio.rebuild(now)
+        except OSError as exc:  # the runs are durable; the next refit or start tries again
             self.floor.log.warning("reference classes not rebuilt", problem=str(exc))
+            return
+        version = portfolio.fit.version
+        self.reruns_due = True
+        if version is not None:
+            self.floor.log.info("reference fit", version=version.id, projects=version.projects)
 
     def reruns(self, stop: Callable[[], bool]) -> list[ItemResult]:
         """A new run for each ingested project the portfolio moved under (its identity is new)."""

@@ -10,9 +10,9 @@ from pathlib import Path
 from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.budget import PortfolioBudget, PortfolioMeter
 
-from .host import iso
 from .ledger import Ledger
 from .spend_book import spent_tokens
+from .stamps import iso
 from .workspace import Workspace
 
 __all__ = ["Funding"]

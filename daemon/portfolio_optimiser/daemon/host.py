@@ -33,9 +33,10 @@ from .ledger import Ledger, LedgerError
 from .ledger_fences import Fenced
 from .portfolio import Portfolio
 from .runner import RunInputs
+from .stamps import iso
 from .workspace import Workspace
 
-__all__ = ["CRASHES_TO_QUARANTINE", "FAULT_ENV", "GivenUp", "RunHost", "iso"]
+__all__ = ["CRASHES_TO_QUARANTINE", "FAULT_ENV", "GivenUp", "RunHost"]
 
 CRASHES_TO_QUARANTINE: Final = 2
 """Runs of one bundle that ended the process; at the next start it is quarantined, not re-run."""
@@ -56,10 +57,6 @@ class GivenUp(Exception):
 
     def __str__(self) -> str:
         return f"stopped the process {self.crashes} times"
-
-
-def iso(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -152,7 +149,7 @@ class RunHost:
         that carries none (claimed before it was remembered, or by an earlier version)."""
         if job.references:
             return ProjectReferences.from_dict(json.loads(job.references))
-        return self.portfolio.references().assess(load_ir_projections(Path(job.bundle)))
+        return self.portfolio.fit.references().assess(load_ir_projections(Path(job.bundle)))
 
     def begin_run(self, job: Job) -> None:
         """Counted durably before it starts: a run that takes the process down twice is given

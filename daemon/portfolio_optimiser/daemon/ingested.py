@@ -12,6 +12,7 @@ it read again and drops those gone (``keep``); any other process only reads it.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -48,6 +49,8 @@ class IngestedProjects:
     """The ledger's index as this process last read or kept it."""
     _fresh: dict[str, Ingested] = field(default_factory=dict)
     """Folders read from disk since the index was last kept."""
+    pause: Callable[[], None] = field(default=lambda: None, repr=False)
+    """Called at each folder of a look: a verdict taken in meanwhile goes first (``Processor``)."""
 
     def look(self, *, ir: bool) -> dict[str, tuple[Path, str, ProjectPrices, Project | None]]:
         """Every ingested project that loads, by folder name: (folder, content hash, its
@@ -56,6 +59,7 @@ class IngestedProjects:
         known: dict[str, _Known] = {}
         root = self.workspace.bundles_projects
         for name, seen in self._folders():
+            self.pause()
             # A folder known as it was is taken as it is: ten thousand of them at each look.
             entry = self._known.get(name)
             folder = entry.folder if entry is not None else root / name

@@ -21,11 +21,11 @@ from portfolio_optimiser.reasoning.queries import Admission
 from portfolio_optimiser.reasoning.store import Store
 
 from .filters import InboxFilter
-from .host import iso
 from .ledger import Ledger
 from .outcomes import ItemResult
 from .signing import Signing, signed_verdict
 from .stability import StabilityTracker, snapshot
+from .stamps import iso
 from .verdicts import VerdictState, ingest_verdict, report_verdict_problem
 from .workspace import Workspace
 

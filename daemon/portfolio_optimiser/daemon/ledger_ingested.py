@@ -6,18 +6,21 @@ start reads this, not every bundle; a folder whose identity moved is read again,
 earlier version indexed (its classes alone).
 And each folder's own part of its portfolio version with the digest of what it was computed
 from, so a look at the reruns reads a bundle only when that moved; and, under a rerun band, the
-reference candidates its identity holds (its anchor). Written by the processor alone
+reference candidates its identity holds (its anchor). And the reference fit's versions: each
+version published, and the current one's set (its folders, with their content then), so a
+restart takes it up again (``reference_fit``). Written by the processor alone
 (it rebuilds the classes and looks at the reruns), on the ledger's connection."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from sys import intern
 from typing import Any, NamedTuple
 
 from portfolio_optimiser.context.reference import Posts, ProjectPrices
 from portfolio_optimiser.context.reference_sweep import ReferenceKey
+from portfolio_optimiser.context.reference_version import ReferenceVersion
 
 from .db import Database
 
@@ -164,6 +167,60 @@ class LedgerIngested:
     def clear_anchors(self) -> None:
         """Every anchor gone (a band turned off: one set later starts from none)."""
         self._db.write_all([("DELETE FROM anchors", ())])
+
+    def reference_version(self) -> ReferenceVersion | None:
+        """The version of the reference fit published last (None before the first)."""
+        row = self._db.one(
+            "SELECT id, projects, fitted_at FROM reference_versions ORDER BY published DESC LIMIT 1"
+        )
+        return None if row is None else ReferenceVersion(str(row[0]), int(row[1]), str(row[2]))
+
+    def reference_members(self) -> dict[str, str]:
+        """The current version's set: each folder it was fitted from, with its content then."""
+        return {
+            str(f): str(c) for f, c in self._db.all("SELECT folder, content FROM reference_members")
+        }
+
+    def publish_reference_version(
+        self,
+        version: str,
+        members: Mapping[str, str],
+        now: str,
+        *,
+        joined: Iterable[tuple[str, str]],
+        left: Iterable[str],
+    ) -> ReferenceVersion:
+        """``version``, fitted from ``members`` (folder: content), is the current one from
+        ``now``; fitted then unless it was fitted before (a restart, or the set back to what it
+        was): its first fitting is kept, as is its age. Its set is kept as what ``joined``
+        (folder, content) and ``left`` changed of the last one's, in the same transaction."""
+        members_moved: list[tuple[str, tuple[object, ...]]] = [
+            (
+                "INSERT INTO reference_members (folder, content) VALUES (?, ?)"
+                " ON CONFLICT (folder) DO UPDATE SET content = excluded.content",
+                (folder, content),
+            )
+            for folder, content in joined
+        ]
+        members_moved += [
+            ("DELETE FROM reference_members WHERE folder = ?", (folder,)) for folder in left
+        ]
+        self._db.write_all(
+            [
+                *members_moved,
+                (
+                    # Each publication numbered after the last: the current is the highest.
+                    "INSERT INTO reference_versions (id, projects, fitted_at, published)"
+                    " VALUES (?, ?, ?, (SELECT COALESCE(MAX(published), 0) + 1"
+                    " FROM reference_versions)) ON CONFLICT (id) DO UPDATE SET"
+                    " published = excluded.published",
+                    (version, len(members), now),
+                ),
+            ]
+        )
+        published = self.reference_version()
+        assert published is not None and published.id == version, "written in this transaction"
+        return published
 
 
 def _prices(project_id: str, category: str | None, kept: str) -> ProjectPrices:

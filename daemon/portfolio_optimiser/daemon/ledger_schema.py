@@ -92,6 +92,16 @@ CREATE TABLE IF NOT EXISTS anchors (
     content TEXT NOT NULL,
     keys TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS reference_versions (
+    id TEXT PRIMARY KEY,
+    projects INTEGER NOT NULL,
+    fitted_at TEXT NOT NULL,
+    published BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS reference_members (
+    folder TEXT PRIMARY KEY,
+    content TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS project_pages (
     project_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,

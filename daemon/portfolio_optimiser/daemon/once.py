@@ -58,14 +58,15 @@ def run_once(
         processor.history.extend(processor.recover())
         processor.scan()
         processor.settle_by_age()
-        processor.step(quiet_s=0.0)  # no more verdicts are coming: the reruns are taken now
+        # Nothing more is coming: the reference fit's next version and the reruns are taken now.
+        processor.step(quiet_s=0.0, refit_now=True)
         quiet_s = max(config.daemon.stability_seconds, config.daemon.verdict_quiet_seconds)
         deadline = time.monotonic() + quiet_s + ONCE_MARGIN_S
         while wait and processor.pending() and time.monotonic() < deadline:
             sleep(ONCE_POLL_S)
             processor.scan()
             began = time.monotonic()
-            processor.step(quiet_s=0.0)
+            processor.step(quiet_s=0.0, refit_now=True)
             # The bound is on waiting: an input that settled while others ran is still taken.
             deadline += time.monotonic() - began
         write_status(workspace, processor, pid_state="once")

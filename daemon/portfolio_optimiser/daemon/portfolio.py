@@ -1,5 +1,6 @@
-"""The ingested portfolio as the daemon sees it: its projects, their reference classes, and which
-of them are due (DESIGN §3, "Run identity"; what an identity is: ``versions``).
+"""The ingested portfolio as the daemon sees it: its projects, the reference fit they are measured
+against (``reference_fit``), and which of them are due (DESIGN §3, "Run identity"; what an
+identity is: ``versions``).
 
 Decides which ingested projects are due: those whose identity now is not their latest published
 run's — because the reference classes or the approved verdicts moved under them, including back
@@ -15,7 +16,7 @@ is asked again (a proposal is a run's own).
 
 from __future__ import annotations
 
-import contextlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any, Final
 
 from portfolio_optimiser._collector import uncollected
 from portfolio_optimiser.config import Config
+from portfolio_optimiser.context.errors import BundleError
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.context.reference import (
@@ -31,15 +33,14 @@ from portfolio_optimiser.context.reference import (
     ReferenceIndex,
     reference_candidates,
 )
-from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, ReferenceSweep, within_band
 from portfolio_optimiser.learning import VerdictStore
 
 from .ingested import IngestedProjects
-from .job import run_id_for
+from .job import Job, run_id_for
 from .ledger import Item, Ledger
 from .ledger_ingested import Anchor
-from .references import ReferencePages, page_lines, read_reference_classes
+from .reference_fit import Looked, ReferenceFit
 from .runner import learning_store
 from .teaching import Teaching
 from .versions import (
@@ -53,9 +54,6 @@ from .versions import (
 from .workspace import Workspace
 
 __all__ = ["Due", "Portfolio"]
-
-Looked = Mapping[str, tuple[Path, str, ProjectPrices, Project | None]]
-"""A look at the ingested projects, by folder (``IngestedProjects.look``)."""
 
 MAX_GENERATIONS: Final = 8
 """How many times a version's run may be lost from the outbox and run anew."""
@@ -87,22 +85,11 @@ class Portfolio:
     ledger: Ledger
     """The connection the learning store reads the verdicts through, unless given another."""
     ingested: IngestedProjects = field(init=False)
-    _published: ReferenceIndex | None = None
-    _published_here: bool = False
-    """Whether this process rebuilt the classes (it keeps them; any other reads the pages)."""
-    _read_from: tuple[tuple[str, int, int], ...] | None = None
-    """The pages (name, mtime, size) the classes were last read back from."""
+    fit: ReferenceFit = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingested = IngestedProjects(self.workspace, self.ledger, self.log)
-        self._classes = ReferenceClasses(self.config.reference.rule(), page_lines)
-        self._moved: set[tuple[str, str]] = set()
-        """Classes moved since the pages were last written (kept when a write fails)."""
-        self.pages_behind = False
-        """Whether the classes were rebuilt since their pages were last written."""
-        self._pages_failed = False
-        """The last write failed: tried at the next rebuild or stop, not each step (disk full)."""
-        self._pages = ReferencePages(self.workspace.references)
+        self.fit = ReferenceFit(self.workspace, self.config, self.ledger, self.log, self.ingested)
         self._sweep = ReferenceSweep()
         self._own: dict[str, tuple[str, list[str], frozenset[str] | None]] | None = None
         """Each folder's own part of its version, the digest of what it was computed from, and
@@ -157,67 +144,43 @@ class Portfolio:
     def teaching(self, ledger: Ledger | None = None, looked: Looked | None = None) -> Teaching:
         return Teaching.of(self.verdicts(ledger), self, looked)
 
-    def rebuild(self) -> ReferenceIndex:
-        """The reference classes of every ingested project, kept up to date, and the portfolio's
-        compact index (the processor's job alone). Their pages wait for ``publish_pages`` (once
-        the portfolio is quiet): a page holds every member of its class, and at ten thousand
-        projects each project moved about 100 MB of them."""
-        with uncollected():
-            looked = self.ingested.look(ir=False)
-            self.ingested.keep()
-            self._moved |= self._classes.update(
-                {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
-            )
-            self._published = self._classes.index()
-        self._rebuilt_from = looked
-        self._published_here = True
-        self.pages_behind, self._pages_failed = True, False
-        return self._published
+    def start(self, now: float) -> ReferenceIndex:
+        """The reference fit at a start (``ReferenceFit.start``)."""
+        self._rebuilt_from = self.fit.start(now)
+        return self.fit.references()
 
-    @property
-    def pages_due(self) -> bool:
-        """Whether the pages are behind the classes, and not since a failed write."""
-        return self.pages_behind and not self._pages_failed
+    def rebuild(self, now: float) -> ReferenceIndex:
+        """The next version of the reference fit (``ReferenceFit.rebuild``)."""
+        self._rebuilt_from = self.fit.rebuild(now)
+        return self.fit.references()
 
-    def publish_pages(self) -> None:
-        """The class pages brought to the classes last rebuilt, once the portfolio is quiet
-        (``Processor.step``) and at a stop. Nothing is written where they hold them already; a
-        failure is logged, and the classes that moved are kept for the next try (at the next
-        rebuild or stop)."""
+    def arrived(self, job: Job, at: float) -> None:
+        """A new bundle's job settled at ``at`` (the processor's clock): it was scored against
+        the current version; the next one takes it in (``ReferenceFit.refit_in``). Under a
+        band, what its identity was computed from becomes its anchor, as for every project a
+        look has seen: the refit holds it to them while they move within the band."""
+        assert job.summary is not None
+        project_id = job.summary.project_id
+        self.fit.arrived(project_id, at)
+        self._rebuilt_from = None  # the next look at the reruns sees the arrival's folder
+        if self.config.reference.rerun_band and job.references:
+            self._anchor(project_id, job)
+
+    def _anchor(self, name: str, job: Job) -> None:
         try:
-            with uncollected():
-                self._pages.publish(self._classes, self._moved)
-        except OSError as exc:
-            self.log.warning("reference class pages not written", problem=str(exc))
-            self._pages_failed = True
-            return
-        self._moved = set()
-        self.pages_behind = False
-
-    def references(self) -> ReferenceIndex:
-        """The classes as last rebuilt: kept by the one process that rebuilds them; read back
-        from their pages by any other process (a worker) whenever the pages changed since it
-        last read them."""
-        if self._published_here and self._published is not None:
-            return self._published
-        root = self.workspace.references
-        pages = []
-        for page in sorted(root.glob("*.md")) if root.is_dir() else []:
-            with contextlib.suppress(OSError):  # gone between the listing and its look
-                stat = page.stat()
-                pages.append((page.name, stat.st_mtime_ns, stat.st_size))
-        if self._published is None or tuple(pages) != self._read_from:
-            self._published = read_reference_classes(
-                root, self.config.reference.rule(), log=self.log
-            )
-            self._read_from = tuple(pages)
-        return self._published
+            project = load_ir_projections(self.workspace.bundles_projects / name)
+        except (BundleError, OSError):
+            return  # gone or changed since: the next look takes it as it finds it
+        snapshot = ProjectReferences.from_dict(json.loads(job.references))
+        anchor = Anchor(job.content, reference_keys(reference_candidates(project, snapshot)))
+        self._anchored(self.ledger)[name] = anchor
+        self.ledger.ingested.keep_anchors([(name, anchor)])
 
     def identity(self, bundle: Path, content: str) -> tuple[str, ProjectReferences]:
         """The run identity of a bundle about to run, and the snapshot it was computed against
         (raises ``BundleError`` for a bad one)."""
         project = load_ir_projections(bundle)
-        snapshot = self.references().assess(project)
+        snapshot = self.fit.references().assess(project)
         keys = reference_keys(reference_candidates(project, snapshot))
         # Settled, a bundle is its project's folder: the same bundle dropped again is held as a
         # look holds that folder (a claim only reads the anchors: it may never settle).
@@ -277,7 +240,7 @@ class Portfolio:
 
     def _due(self, ledger: Ledger) -> list[Due]:
         looked, self._rebuilt_from = self._rebuilt_from or self.ingested.look(ir=False), None
-        references = self.references()
+        references = self.fit.references()
         teaching = self.teaching(ledger, looked)
         keys = self._sweep.keys(
             references.fit, {name: prices for name, (_f, _c, prices, _ir) in looked.items()}
@@ -292,6 +255,7 @@ class Portfolio:
         computed: list[tuple[str, str, list[str], frozenset[str]]] = []
         identities = []
         for name, (folder, content, prices, _ir) in looked.items():
+            self.ingested.pause()  # a verdict taken in meanwhile goes first
             own = self._own.get(name)
             codes = own[2] if own is not None else None
             taught = teaching.digest if codes is None else teaching.digest_for(codes)

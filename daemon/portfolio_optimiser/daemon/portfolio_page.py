@@ -98,7 +98,7 @@ class PortfolioPage:
         lines = {page.project_id: self._lines(ledger, page) for page in pages}
         return PortfolioBook.of(
             (c for candidates, _outcome, _frame in lines.values() for c in candidates),
-            projects=self.portfolio.ingested.ids(),
+            projects=self.portfolio.fit.project_ids(),
             verdicts=self._folded(ledger),
             outcomes={p: outcome for p, (_c, outcome, _f) in lines.items() if outcome is not None},
             frames={p: frame for p, (_c, _o, frame) in lines.items() if frame is not None},
@@ -117,7 +117,7 @@ class PortfolioPage:
         for candidate_id in sorted(set(folded) | set(book.verdicts)):
             if folded.get(candidate_id) != book.verdicts.get(candidate_id):
                 book.set_verdict(candidate_id, folded.get(candidate_id))
-        book.set_projects(self.portfolio.ingested.ids())
+        book.set_projects(self.portfolio.fit.project_ids())
 
     def _folded(self, ledger: Ledger) -> dict[str, PageVerdict]:
         store = self.portfolio.verdicts(ledger)
@@ -144,7 +144,7 @@ class PortfolioPage:
 
     def _thin_classes(self) -> list[tuple[str, str, int]]:
         """The thin classes of the index as last published (counted once per index)."""
-        index = self.portfolio.references()
+        index = self.portfolio.fit.references()
         if self._thin[0] is not index:
             self._thin = (index, index.thin())
         return self._thin[1]

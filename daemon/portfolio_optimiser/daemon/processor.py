@@ -10,6 +10,7 @@ job desk's (``desk``). One of each per process, over one portfolio and one reaso
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -73,6 +74,10 @@ class Processor:
         self.config = config
         store = self.reasoning_store
         self.portfolio = Portfolio.of(ws, config, ledger, log)
+        # The refit and the look at the reruns stop at each project while a verdict is taken
+        # in on the loop's thread: in one interpreter every blocking call of the verdict's
+        # waits out the switch interval behind a busy thread, 100 ms a verdict at 1 000.
+        self.portfolio.ingested.pause = functools.partial(_let_pass, self._verdicts)
         self.floor = Floor(ws, config, ledger, clock, log, waiting=waiting)
         self.intake = Intake(ws, config, ledger, clock, log, store, self.environ)
         # Claims are renames: the claim folder must sit on the inbox's file system.
@@ -93,11 +98,11 @@ class Processor:
         self.desk = JobDesk(
             self.floor, host, self.portfolio, stores_for(config, self.environ), claimed_dir
         )
-        # Rebuilt at every start: a crash between a settle and its rebuild must not leave the
-        # classes behind the projects (and a workspace from before them gets them); the pages
-        # too (nothing is written where they hold the classes already, as at most starts).
-        self.desk.rebuild_references()
-        self.portfolio.publish_pages()
+        # Built at every start, as the current version where its set is as it was (a restart
+        # reaches the same figures), else as the next; the pages too (nothing is written where
+        # they hold the classes already, as at most starts).
+        self.desk.rebuild_references(start=True)
+        self.portfolio.fit.publish_pages()
 
     def reload(self, config: Config, *, verdicts_only: bool = False) -> None:
         """A new config (SIGHUP, or its file changed): what the processor still owes and knows
@@ -123,8 +128,8 @@ class Processor:
     def close(self) -> None:
         """The class pages, if the classes moved since they were written; the engine, and the
         host's own connection to the ledger (the caller closes the one it passed in)."""
-        if self.desk.portfolio.pages_behind:
-            self.desk.portfolio.publish_pages()
+        if self.desk.portfolio.fit.pages_behind:
+            self.desk.portfolio.fit.publish_pages()
         self.desk.close_engine()
         self.desk.close()
         self.intake.close()
@@ -162,10 +167,15 @@ class Processor:
     # -- a step ----------------------------------------------------------------------------------
 
     def step(
-        self, *, stop: Callable[[], bool] = lambda: False, quiet_s: float = RERUNS_QUIET_S
+        self,
+        *,
+        stop: Callable[[], bool] = lambda: False,
+        quiet_s: float = RERUNS_QUIET_S,
+        refit_now: bool = False,
     ) -> list[ItemResult]:
-        """Process everything that is ready now, one item at a time; the reruns once the
-        verdicts have been quiet for ``quiet_s`` (``once`` waits for no more: 0)."""
+        """Process everything that is ready now, one item at a time; the next version of the
+        reference fit once arrivals call for it (``refit_now``: ``once`` waits for none); the
+        reruns once the verdicts have been quiet for ``quiet_s`` (``once``: 0)."""
         desk, results = self.desk, []
         desk.stopping = stop
         if self.recovery_due:
@@ -183,13 +193,17 @@ class Processor:
                 return results
             results.append(desk.retry(claimed))
         results.extend(self._waves(ready, stop))
+        pending = self.intake.bundles.pending_count
+        refit = self.portfolio.fit.refit_in(self.clock(), pending, at_once=refit_now)
+        if refit == 0.0 and not stop():
+            desk.rebuild_references()
         if self._reruns_in(quiet_s) == 0.0 and not stop():
             results.extend(desk.reruns(stop))
         if any(r.kind in ("bundle", "rerun") and r.state == "done" for r in results):
             with self._verdicts:  # a verdict faster than the run's settling is taken in now
                 results.extend(self._verdict_done(r) for r in self.intake.look_at_verdicts_again())
         if _pages_due(self) and not stop():
-            desk.portfolio.publish_pages()
+            desk.portfolio.fit.publish_pages()
         self.history.extend(results)
         return results
 
@@ -234,6 +248,8 @@ class Processor:
             return True
         if self._reruns_in() == 0.0 or _pages_due(self):
             return True
+        if self.portfolio.fit.refit_in(now, self.intake.bundles.pending_count) == 0.0:
+            return True
         return next_retry(self.floor, now) <= now
 
     def _reruns_in(self, quiet_s: float = RERUNS_QUIET_S) -> float | None:
@@ -253,6 +269,7 @@ class Processor:
             self.intake.seconds_until_next(),
             next_retry(self.floor, self.clock()) - self.clock(),
             self._reruns_in(),
+            self.portfolio.fit.refit_in(self.clock(), self.intake.bundles.pending_count),
         ]
         known = [w for w in waits if w is not None and w != float("inf")]
         return max(0.0, min(known)) if known else None
@@ -268,8 +285,14 @@ class Processor:
         self.desk.host.abandon_run()
 
 
+def _let_pass(lock: threading.RLock) -> None:
+    """Waits while another thread holds ``lock``."""
+    with lock:
+        pass
+
+
 def _pages_due(processor: Processor) -> bool:
     """Whether the class pages are to be written now: the classes moved, and no rerun is due
     (a settled project makes them due, and they wait for the inbox to be empty: each bundle
     still to come would move the classes again)."""
-    return processor.desk.portfolio.pages_due and not processor.desk.reruns_due
+    return processor.desk.portfolio.fit.pages_due and not processor.desk.reruns_due

@@ -18,6 +18,7 @@ snapshot).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -114,7 +115,12 @@ class ReferencePages:
     previous: str | None = None
     """What this writer last published (``ReferenceClasses.digest``)."""
 
-    def publish(self, classes: ReferenceClasses, moved: set[tuple[str, str]]) -> None:
+    def publish(
+        self,
+        classes: ReferenceClasses,
+        moved: set[tuple[str, str]],
+        pause: Callable[[], None] = lambda: None,
+    ) -> None:
         """Publish the pages of ``classes``. Nothing is rendered when the index page
         says the pages hold these classes already (a start). Else only the pages of the ``moved``
         classes are, while the index page says the others hold what this writer last
@@ -133,6 +139,7 @@ class ReferencePages:
         # project prices them all), not a flush of each page and of the folder after it.
         with published_together():
             for name, key in wanted.items():
+                pause()  # a verdict taken in meanwhile goes first
                 if not whole and key not in moved:
                     continue
                 text = _render(*key, classes.rendered(key), classes.class_digest(key))
@@ -145,7 +152,8 @@ class ReferencePages:
                 stale.unlink(missing_ok=True)
         listing = "\n".join(f"* [{name.removesuffix('.md')}]({name})" for name in sorted(wanted))
         index_text = (
-            f"---\ntype: index\ntitle: Reference classes\nbuilt: {built}\n---\n\n"
+            f"---\ntype: index\ntitle: Reference classes\nbuilt: {built}\n"
+            f"version: {index.version}\n---\n\n"
             "# Reference classes\n\nUnit prices by cost code and unit across the portfolio, "
             "generated.\n\n" + listing + "\n"
         )
@@ -154,16 +162,16 @@ class ReferencePages:
         self.previous = built
 
 
-def _built(root: Path) -> str | None:
+def _built(root: Path, field: str = "built") -> str | None:
     """What the pages were last published from (``ReferenceClasses.digest``), as the index page
-    says."""
+    says; or, for ``version``, which version of the reference fit they are."""
     try:
         head = (root / _INDEX).read_text("utf-8")[:400]
     except OSError:
         return None
     for line in head.splitlines():
-        if line.startswith("built: "):
-            return line.removeprefix("built: ").strip()
+        if line.startswith(f"{field}: "):
+            return line.removeprefix(f"{field}: ").strip()
     return None
 
 
@@ -207,4 +215,5 @@ def read_reference_classes(root: Path, rule: ReferenceRule, *, log: Any) -> Refe
             )
         except (BundleError, OSError, KeyError, TypeError, ValueError) as exc:
             log.warning("reference class page skipped", page=page.name, problem=str(exc))
-    return ReferenceIndex({k: classes[k] for k in sorted(classes)}, rule)
+    version = _built(root, "version") or ""
+    return ReferenceIndex({k: classes[k] for k in sorted(classes)}, rule, version=version)

@@ -32,12 +32,12 @@ from portfolio_optimiser.pipeline.run import ClientFactory, default_client_facto
 
 from .config_watch import ConfigWatch, changes
 from .db import database_unavailable
-from .host import iso
 from .ledger import Ledger
 from .memory import THOROUGH_EVERY_S, give_back_memory, keep_freed_memory
 from .notify import Notifier
 from .processor import Processor
 from .session import opened, status_text
+from .stamps import iso
 from .stores import stores_for
 from .watcher import NETWORK_FILESYSTEMS, Hint, InboxWatcher, filesystem_type
 from .workspace import Workspace
@@ -286,7 +286,7 @@ class Service:
                     if thorough:
                         loop.collected_at = now
                     # A large portfolio's events keep what they free for the next one, till here.
-                    keep_freed_memory(len(processor.portfolio.ingested.ids()))
+                    keep_freed_memory(len(processor.portfolio.fit.project_ids()))
                     loop.trimmed = True
             # Idle: woken by the first hint, so a verdict or a folder moved in is handled in
             # milliseconds; else at the next thing due (a settling entry, a retry, a watchdog

@@ -23,9 +23,9 @@ from portfolio_optimiser.config import Config
 from portfolio_optimiser.pipeline.run import ClientFactory
 from portfolio_optimiser.reasoning.environment import admission_for
 
-from .host import iso
 from .lock import WorkspaceLock
 from .processor import Processor
+from .stamps import iso
 from .stores import hold_as, open_ledger, stores_for
 from .workspace import Workspace
 
@@ -82,6 +82,7 @@ def status_text(
                 "pending": processor.pending(),
                 "waiting": processor.waiting,
                 "ledger": processor.ledger.counts(),
+                "reference": reference_status(processor),
                 "last": [
                     vars(r) | {"output": str(r.output) if r.output else None}
                     for r in processor.history[-10:]
@@ -92,6 +93,20 @@ def status_text(
         )
         + "\n"
     )
+
+
+def reference_status(processor: Processor) -> dict[str, Any]:
+    """The reference fit's current version for ``status``: its id, how many projects it was
+    fitted from and when, the projects scored against it since, and when the next is due."""
+    portfolio = processor.portfolio
+    version, due = portfolio.fit.version, portfolio.fit.refit_due_at(processor.clock())
+    return {
+        "version": version.id if version else None,
+        "projects": version.projects if version else 0,
+        "fitted_at": version.fitted_at if version else None,
+        "arrivals_since": portfolio.fit.arrivals,
+        "refit_due_at": None if due is None else iso(due),
+    }
 
 
 def write_status(workspace: Workspace, processor: Processor, *, pid_state: str) -> None:

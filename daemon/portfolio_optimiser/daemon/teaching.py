@@ -14,8 +14,10 @@ from portfolio_optimiser.context.models import Project
 from portfolio_optimiser.learning import LearnedVerdict, VerdictStore
 from portfolio_optimiser.pipeline.precedent import Precedents, precedents
 
+from .reference_fit import Looked
+
 if TYPE_CHECKING:  # the portfolio builds on its teaching; typing only
-    from .portfolio import Looked, Portfolio
+    from .portfolio import Portfolio
 
 __all__ = ["Teaching"]
 

@@ -26,9 +26,10 @@ from portfolio_optimiser.reasoning.store import Store
 
 from .db import database_unavailable
 from .engine import EngineSettings, JobEngine, open_engine
-from .host import RunHost, iso
+from .host import RunHost
 from .ledger import Ledger
 from .portfolio import Portfolio
+from .stamps import iso
 from .stores import Stores, hold_as, stores_for
 from .workspace import Workspace
 

@@ -108,6 +108,7 @@ def _proposals(result: RunResult, red: Redactor, schema_ref: str) -> dict[str, A
         "ran_locally": result.ran_locally,
         "stop_reason": result.stop_reason,
         "budget_stop": result.budget_stop,
+        "reference_version": result.reference_version or None,
     }
     if result.frame is not None:
         doc["frame"] = result.frame.model_dump(mode="json")
@@ -156,6 +157,7 @@ def _provenance(result: RunResult, red: Redactor, stamp: str) -> dict[str, Any]:
         # What experts taught, exactly as the hypothesis prompt carried it (the fold, DESIGN §4):
         # the one way a verdict reaches a model, kept so a reader can see what the run was told.
         "learned": result.learned,
+        "reference_version": result.reference_version or None,
         "attempts": result.attempts,
         "tokens": dict(sorted(result.tokens.items())),
         "stop_reason": result.stop_reason,

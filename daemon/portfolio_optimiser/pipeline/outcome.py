@@ -114,6 +114,9 @@ class RunResult(BaseModel):
     """Kinds of secret withheld from what was sent to models (never the values)."""
     references: dict[str, LineReference] = Field(default_factory=dict)
     """Each reference-price candidate's reference: what its line was measured against."""
+    reference_version: str = ""
+    """The version of the portfolio's reference fit the run was measured against (``""``: none,
+    a run outside the daemon)."""
     learned: str = ""
     """The block of what experts taught that the hypothesis prompt carried ("" when nothing)."""
     changes: tuple[LineChange, ...] | None = None

@@ -56,6 +56,20 @@ __all__ = [
 ]
 
 
+def reference_version_note(references: ProjectReferences, band: float) -> str:
+    """What a run says of the version of the reference fit its figures come from: a later
+    version runs it again only when it moves them by more than the band (DESIGN §12)."""
+    said = f"reference prices: measured against version {references.portfolio_version} of the "
+    if not band:
+        return said + "portfolio's fit; any later version that moves a saving runs this again"
+    floor = f"{references.min_saving_nok / 2:,.0f}".replace(",", " ")
+    return (
+        said + "portfolio's fit; later versions moved these savings by less than the rerun band "
+        f"({band:.0%} of a saving, at least {floor} NOK) or this project would have run again "
+        "([reference] rerun_band)"
+    )
+
+
 async def run_project(
     bundle: Path,
     *,
@@ -107,6 +121,8 @@ async def run_project(
             f"{floor.min_saving_nok:,.0f} NOK and {floor.min_share:.1%} of the project "
             "([reference] min_saving_nok, min_share)".replace(",", " ")
         )
+        if run.references.portfolio_version:
+            run.notes.append(reference_version_note(floor, settings.rerun_band))
     learned = fold(verdicts, project)
     stop: StopReason = "no_candidates"
     budget_stop: str | None = None
@@ -178,6 +194,7 @@ async def run_project(
             for ref in references_of(c.candidate, run.references)
         },
         candidates=tuple(run.outcomes),
+        reference_version=run.references.portfolio_version,
         stop_reason=stop,
         budget_stop=budget_stop,
         tokens={"input_tokens": meter.input_tokens, "output_tokens": meter.output_tokens},

@@ -63,6 +63,8 @@ class RunSettings:
     check_output_tokens: int = 512
     refusal_memory_s: float = 168 * 3600.0
     frame: FrameRule = DEFAULT_RULE
+    rerun_band: float = 0.05
+    """``[reference] rerun_band``: what a report says its reference figures stand within."""
 
     @classmethod
     def from_config(cls, config: Config) -> RunSettings:
@@ -82,6 +84,7 @@ class RunSettings:
             check_output_tokens=config.budget.check_output_tokens,
             refusal_memory_s=config.reasoning.refusal_memory_hours * 3600.0,
             frame=config.uncertainty.rule(),
+            rerun_band=config.reference.rerun_band,
         )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from portfolio_optimiser.cli import main
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.ir import load_ir_projections
 from portfolio_optimiser.context.reference import ProjectPrices, ReferenceRule
@@ -332,3 +333,21 @@ def test_a_restart_at_any_moment_reaches_the_same_figures_at_the_same_version(
     assert any(v[1] for k, v in expected.items() if k != "version"), "no reference candidate"
     ws, later = _copy(portfolio, tmp_path / restart)
     assert play(ws, later, restart) == expected
+
+
+def test_status_shows_the_current_version_its_size_and_age(
+    portfolio: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ws, _later = _copy(portfolio, tmp_path)
+    with Ledger.open(ws.ledger_file) as ledger:
+        version = ledger.ingested.reference_version()
+    assert version is not None and version.projects == 20
+    assert main(["--workspace", str(ws.root), "status", "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)["daemon"]["reference"]
+    assert said["version"] == version.id and said["projects"] == 20
+    assert said["fitted_at"] == version.fitted_at and said["age_s"] >= 0
+    assert main(["--workspace", str(ws.root), "status"]) == 0
+    line = (
+        f"reference fit: version {version.id} of 20 project folder(s), fitted {version.fitted_at}"
+    )
+    assert line in capsys.readouterr().out

@@ -10,6 +10,7 @@ import pytest
 
 from portfolio_optimiser.config import Config, load_config
 from portfolio_optimiser.context.reference_sweep import ReferenceKey, within_band
+from portfolio_optimiser.daemon.job import run_id_for
 from portfolio_optimiser.daemon.ledger import Ledger
 from portfolio_optimiser.daemon.once import run_once
 from portfolio_optimiser.daemon.portfolio import Portfolio
@@ -18,6 +19,7 @@ from portfolio_optimiser.daemon.workspace import Workspace
 from .synthetic_ns3451 import generate_ns3451
 from .test_portfolio_due import ENV, LOG, settled
 
+STAMP = "2026-12-07T00:00:00Z"
 NOW = 1_796_601_600.0
 """When the tests' reference fits are published (2026-12-07, UTC)."""
 
@@ -143,3 +145,49 @@ def test_with_no_band_no_anchors_are_kept_and_a_band_set_later_starts_afresh(
         assert ledger.ingested.anchors() == {}
     _now, due = _look(exact, 0.10)  # nothing to hold to: each folder's keys now are its anchor
     assert due == due_exact
+
+
+def _settle_as_run(ws: Workspace, ledger: Ledger, config: Config) -> Portfolio:
+    """Every project's identity now made its latest run's, as if each had run (no pipeline):
+    the portfolio as the daemon leaves it settled."""
+    portfolio = Portfolio.of(ws, config, ledger, LOG)
+    portfolio.rebuild(NOW)
+    for due in portfolio.due(ledger):
+        ledger.begin(due.identity, kind="bundle", name=due.folder.name, now=STAMP)
+        ledger.mark(due.identity, "done", now=STAMP)
+        run_id = run_id_for(STAMP, due.identity)
+        ledger.records.record_project_run(
+            due.prices.project_id, run_id, str(ws.outbox / run_id), now=STAMP
+        )
+    assert portfolio.due(ledger) == [], "the portfolio did not settle"
+    return portfolio
+
+
+@pytest.mark.loadbearing
+def test_one_arrival_among_a_thousand_makes_due_only_what_changed_in_kind_or_beyond_the_band(
+    tmp_path: Path,
+) -> None:
+    """At 1 000 projects one more project moves hundreds of savings by a rounding step; only
+    the projects whose reference candidates changed in kind (one came or went, a code, unit or
+    grade changed) or moved a saving beyond the band become due — and some do, so the test
+    tells the band from no rerun at all."""
+    ws = Workspace.at(tmp_path / "ws", environ={})
+    ws.ensure()
+    generated = generate_ns3451(29, 1001, parts=1).projects
+    for project in generated[:1000]:
+        project.write(ws.bundles_projects / project.project_id)
+    config = _config(0.05)
+    with Ledger.open(ws.ledger_file) as ledger:
+        _settle_as_run(ws, ledger, config)
+        held = ledger.ingested.anchors()
+        generated[1000].write(ws.bundles_projects / generated[1000].project_id)
+        portfolio = Portfolio.of(ws, config, ledger, LOG)
+        portfolio.rebuild(NOW)
+        due = {d.folder.name for d in portfolio.due(ledger)} - {generated[1000].project_id}
+        now = {name: memo[2] for name, memo in portfolio._memo.items()}
+    floor = config.reference.min_saving_nok
+    moved = {n for n in held if now[n] != held[n].keys}
+    within = {n for n in moved if within_band(held[n].keys, now[n], 0.05, floor)}
+    assert len(within) >= 50, f"{len(within)} savings moved within the band: nothing to hold"
+    assert due, "nothing became due: the arrival changed nothing in kind or beyond the band"
+    assert due == moved - within

@@ -30,7 +30,7 @@ from .frame_checks import frame_problems
 from .frame_inputs import Outcome
 from .frontmatter import Concept, read_concept
 from .models import CostLine, MeasureOption, Project, Uncertainty, UncertaintyDriver
-from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, safe_resolve
+from .navigate import MAX_CONCEPT_BYTES, MAX_CONCEPTS, RESERVED_NAMES, resolve_inside
 
 __all__ = ["IRRead", "bundle_files", "load_ir_projections", "minted_id", "read_ir"]
 
@@ -74,7 +74,7 @@ def bundle_files(root: Path) -> list[tuple[Path, str]]:
                 continue
             rel = (Path(folder) / name).relative_to(base).as_posix()
             try:
-                path, resolved_rel = safe_resolve(base, "/" + rel, from_rel=rel)
+                path, resolved_rel = resolve_inside(base, "/" + rel, from_rel=rel)
             except BundleEscapeError:
                 raise BundleEscapeError(
                     f"{rel}: is a symlink to a file outside the bundle; put a copy of the file "

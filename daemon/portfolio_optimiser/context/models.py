@@ -12,6 +12,7 @@ candidate's learned signal across two ids.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -292,6 +293,10 @@ def mint_candidate_id(
     return "c-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
+_minted = functools.lru_cache(maxsize=1 << 16)(mint_candidate_id)
+"""``mint_candidate_id`` for a validated candidate's fields (a tuple of codes, strings)."""
+
+
 class LearnedRate(_IR):
     """How a measure approved in another project was carried here, so its working can be shown:
     ``saving_nok / basis_there × basis_here × realisation``, rounded down to two figures."""
@@ -385,7 +390,8 @@ class Candidate(_IR):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def id(self) -> str:
-        return mint_candidate_id(
+        # Asked for at every record and lookup of a run: minted once per key, not each time.
+        return _minted(
             self.project_id,
             self.affected_codes,
             self.measure_type,

@@ -34,6 +34,7 @@ __all__ = [
     "ProblemKind",
     "extract_links",
     "navigate_bundle",
+    "resolve_inside",
     "safe_resolve",
 ]
 
@@ -141,7 +142,12 @@ def safe_resolve(root: Path, target: str, *, from_rel: str = "index.md") -> tupl
     symlinks are followed: ``..`` beyond the root, ``file:`` URLs, drive letters, NUL bytes,
     and symlinks that point out. Fail-closed: when in doubt, it refuses.
     """
-    base = root.resolve(strict=True)
+    return resolve_inside(root.resolve(strict=True), target, from_rel=from_rel)
+
+
+def resolve_inside(base: Path, target: str, *, from_rel: str = "index.md") -> tuple[Path, str]:
+    """``safe_resolve`` in a root already resolved (``base``): a bundle's reader resolves its root
+    once, not again for each of its links and files."""
     path_part = unquote(target.split("#", 1)[0].split("?", 1)[0]).replace("\\", "/")
     if "\x00" in path_part:
         raise BundleEscapeError(f"{from_rel}: link {target!r} contains a NUL byte")
@@ -198,7 +204,7 @@ def navigate_bundle(root: Path, *, read: Mapping[str, Concept] | None = None) ->
         if _is_external(link.target):
             continue
         try:
-            path, rel = safe_resolve(base, link.target, from_rel=concept.rel)
+            path, rel = resolve_inside(base, link.target, from_rel=concept.rel)
         except BundleEscapeError:
             problems.append(LinkProblem(ProblemKind.ESCAPE, concept.rel, link.line, link.target))
             continue

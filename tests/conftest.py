@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import ipaddress
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -17,8 +18,20 @@ from typing import Any
 
 import pytest
 
+from .daemon_helpers import PYCACHE_PREFIX
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "shared" / "examples"
+
+# The runner may forbid bytecode files (PYTHONDONTWRITEBYTECODE): then every test process compiled
+# each module it imports from source again (10 s of a collection), and so did every interpreter
+# a test starts. As for the daemon's subprocesses (daemon_helpers.cli_env), bytecode
+# goes to the tests' own cache, never into the tree.
+if sys.dont_write_bytecode:
+    sys.pycache_prefix = str(PYCACHE_PREFIX)
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE_PREFIX)
 
 
 @pytest.fixture(autouse=True)

@@ -33,6 +33,49 @@ if sys.dont_write_bytecode:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = str(PYCACHE_PREFIX)
 
+# Tests run on two xdist workers (addopts: -n auto --dist loadgroup). A unit that must stay on one
+# worker is an xdist group, sent first so that the longest units start at once:
+# - the tests marked real_model share one llama.cpp server (test_real_model's module fixture),
+#   and each of them makes the model busy on both cores: on two workers they would be two servers
+#   slowing each other down;
+# - the tests marked postgres share the session's PostgreSQL, started once;
+# - the tests of a module that share a module or class fixture, which is built once, not per worker.
+_FIRST_GROUPS = ("real_model", "postgres")
+
+
+def _shares_a_fixture_with_its_module(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        fixture.scope in ("module", "class", "package")
+        for fixtures in info.name2fixturedefs.values()
+        for fixture in fixtures
+    )
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    for name in _FIRST_GROUPS:
+        if item.get_closest_marker(name) is not None:
+            return name
+    if _shares_a_fixture_with_its_module(item):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups: dict[str, str | None] = {}
+    for item in items:
+        group = _xdist_group(item)
+        groups[item.nodeid] = group
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # The same order on every worker (xdist requires one collection); a stable sort keeps each
+    # module's tests together and in their order.
+    order = {name: rank for rank, name in enumerate(_FIRST_GROUPS)}
+    items.sort(key=lambda item: order.get(groups[item.nodeid] or "", len(order)))
+
 
 @pytest.fixture(autouse=True)
 def _no_ambient_reasoning_mode(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any, Final
 
 from portfolio_optimiser._atomic import publish_text
@@ -74,6 +73,8 @@ class _Loop:
     """systemd's watchdog interval, if it watches."""
     worker: threading.Thread | None = None
     """The processing thread: a run can take minutes, and the loop keeps pinging meanwhile."""
+    worked: threading.Event = field(default_factory=threading.Event)
+    """Set as the processing thread's last act, when the thread may not have ended yet."""
     started: float = 0.0
     failure: list[BaseException] = field(default_factory=list)
     last_rescan: float = -float("inf")
@@ -143,15 +144,9 @@ class Service:
         self.hints.put(None)
 
     def install_signal_handlers(self) -> None:
-        def on_stop(signum: int, _frame: FrameType | None) -> None:
-            self.request_stop()
-
-        def on_reload(signum: int, _frame: FrameType | None) -> None:
-            self.request_reload()
-
-        signal.signal(signal.SIGTERM, on_stop)
-        signal.signal(signal.SIGINT, on_stop)
-        signal.signal(signal.SIGHUP, on_reload)
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: self.request_stop())
+        signal.signal(signal.SIGINT, lambda _signum, _frame: self.request_stop())
+        signal.signal(signal.SIGHUP, lambda _signum, _frame: self.request_reload())
 
     def _polling(self) -> tuple[bool, str]:
         fstype = filesystem_type(self.workspace.inbox_projects)
@@ -178,7 +173,10 @@ class Service:
         loop = self._start(processor)
         try:
             while not self.stop.is_set() and not loop.failure:
-                if loop.worker is not None and not loop.worker.is_alive():
+                if loop.worker is not None and (loop.worked.is_set() or not loop.worker.is_alive()):
+                    # The thread's last act wakes this loop, and it may still be alive when the
+                    # loop looks: taken for busy, the loop slept a whole tick before its next turn.
+                    loop.worker.join()
                     loop.worker = None
                     loop.active_at = self.monotonic()
                 if loop.idle:
@@ -226,7 +224,7 @@ class Service:
             loop.worker = threading.Thread(
                 target=self._work, args=(processor, loop), name="processor", daemon=True
             )
-            loop.started, loop.trimmed = self.monotonic(), False
+            loop.started, loop.trimmed, loop.worked = self.monotonic(), False, threading.Event()
             loop.active_at = loop.started
             loop.worker.start()
 
@@ -237,6 +235,7 @@ class Service:
             self.log.exception("processing failed", error=f"{type(exc).__name__}: {exc}")
             loop.failure.append(exc)
         finally:
+            loop.worked.set()
             self.hints.put(None)  # the loop takes what arrived meanwhile now, not a tick later
 
     def _keep_alive(self, processor: Processor, loop: _Loop) -> None:

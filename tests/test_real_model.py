@@ -243,7 +243,9 @@ def test_a_server_killed_mid_run_ends_as_recorded_outcomes_and_the_restarted_one
     server = LlamaServer(llama.model, tmp_path).start()
     try:
         ws = make_workspace(tmp_path / "ws")
-        model_config(ws, server.base_url, options={"timeout_seconds": 30})
+        # The default 120 s a call, not less: the restarted server's answer must come in time
+        # beside the other worker's tests (a dead server's calls fail at once whatever it is).
+        model_config(ws, server.base_url)
         depot(ws, "depot-a")
         processes = Processes(tmp_path / "proc")
         try:
@@ -324,7 +326,7 @@ def test_the_daemon_stays_up_through_a_flapping_server_and_every_bundle_ends_don
 ) -> None:
     server = LlamaServer(llama.model, tmp_path).start()
     ws = make_workspace(tmp_path / "ws")
-    model_config(ws, server.base_url, options={"timeout_seconds": 30})
+    model_config(ws, server.base_url)  # 120 s a call: the recovering call answers in time
     env = {**MODEL_ENV, "PORTFOLIO_OPTIMISER_REASONING_COOLDOWN_SECONDS": "4"}
     processes = Processes(tmp_path / "proc")
 

@@ -280,20 +280,24 @@ def test_a_server_that_ignores_the_cap_field_is_held_to_the_cap(
 ) -> None:
     # A server of its own: one that ignores the cap goes on generating after the client gave up
     # (llama-cpp-python does not stop on disconnect), and the other tests must not queue behind.
-    server = LlamaServer(llama.model, tmp_path).start()
+    # Its context is short, and a call has the default 120 s: an answer the model does not end
+    # itself stops at the context's end in time even beside the other worker's tests. With
+    # 8 192 tokens and 30 s a call, a run whose two answers rambled timed out on both, and no
+    # answer past the cap was seen.
+    server = LlamaServer(llama.model, tmp_path, n_ctx=3072).start()
     ws = make_workspace(tmp_path / "ws")
     # llama-cpp-python's server ignores max_completion_tokens: told to send only that field, the
     # product sees answers past the cap, and records them as the server's fault.
     model_config(
         ws,
         server.base_url,
-        options={"output_cap_field": "max_completion_tokens", "timeout_seconds": 30},
+        options={"output_cap_field": "max_completion_tokens"},
         propose_output_tokens=4,
         check_output_tokens=4,
     )
     depot(ws, "depot-c")
     try:
-        done = run_cli("once", ws, env=MODEL_ENV, timeout_s=300)
+        done = run_cli("once", ws, env=MODEL_ENV, timeout_s=600)
     finally:
         server.kill()
     assert done.returncode == 0, done.stderr[-2000:]

@@ -223,6 +223,9 @@ def test_every_so_many_arrivals_the_next_version_is_fitted_at_once(
         assert processor.portfolio.fit.version == first
         said = json.loads(status_text(processor, pid_state="running"))["reference"]
         assert said["arrivals_since"] == 1 and said["refit_due_at"] == iso(clock.now + 3600)
+        clock.now += 100  # the time it is due stays where the last arrival put it
+        said = json.loads(status_text(processor, pid_state="running"))["reference"]
+        assert said["refit_due_at"] == iso(clock.now - 100 + 3600)
         _arrive(processor, clock, later[1])  # the second: fitted in the same step
         assert processor.portfolio.fit.version != first and processor.portfolio.fit.arrivals == 0
 

@@ -50,7 +50,8 @@ class IngestedProjects:
     _fresh: dict[str, Ingested] = field(default_factory=dict)
     """Folders read from disk since the index was last kept."""
     pause: Callable[[], None] = field(default=lambda: None, repr=False)
-    """Called at each folder of a look: a verdict taken in meanwhile goes first (``Processor``)."""
+    """Called at each folder of a look, each project of the look at the reruns and each class
+    page written: a verdict taken in meanwhile goes first (set by ``Processor``)."""
 
     def look(self, *, ir: bool) -> dict[str, tuple[Path, str, ProjectPrices, Project | None]]:
         """Every ingested project that loads, by folder name: (folder, content hash, its

@@ -219,7 +219,7 @@ class LedgerIngested:
             ]
         )
         published = self.reference_version()
-        assert published is not None and published.id == version, "written in this transaction"
+        assert published is not None and published.id == version, "the row just written"
         return published
 
 

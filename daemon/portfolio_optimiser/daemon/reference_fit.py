@@ -156,7 +156,7 @@ class ReferenceFit:
         """When the next version is due (the processor's clock; ``now`` when it is due already),
         None while nothing arrived since the current one."""
         wait = self.refit_in(now)
-        return None if wait is None else (self._last_arrival + wait if wait > 0 else now)
+        return None if wait is None else now + wait
 
     def project_ids(self) -> list[str]:
         """The project ids of the last look and those settled since (any thread may ask)."""

@@ -169,6 +169,20 @@ def test_warnings_go_through_the_same_chain() -> None:
     assert "DeprecationWarning" in out
 
 
+def test_warnings_reach_the_chain_though_another_hand_put_its_own_showwarning_back() -> None:
+    # A test runner (pytest's catch_warnings around each test) or a library can set
+    # warnings.showwarning after a first capture: logging's flag stays set, and capturing again
+    # would leave the other hand's in place.
+    configure_logging(stream=io.StringIO())
+    stream = io.StringIO()
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda *_args, **_kwargs: None
+        configure_logging(stream=stream)
+        warnings.simplefilter("always")
+        warnings.warn("deprecated", DeprecationWarning, stacklevel=1)
+    assert "DeprecationWarning" in stream.getvalue()
+
+
 def test_the_level_filters_ours_and_the_libraries() -> None:
     stream = io.StringIO()
     configure_logging(level="warning", stream=stream)

@@ -141,7 +141,11 @@ def configure_logging(
         old.close()
     root.addHandler(handler)
     root.setLevel(_level(level))
-    logging.captureWarnings(True)  # warnings.warn(...) goes through the same chain
+    # warnings.warn(...) goes through the same chain. Off first: another hand (a test runner's
+    # catch_warnings, a library) may have set its own showwarning since a first capture, which
+    # leaves logging's flag set and a second capture a no-op.
+    logging.captureWarnings(False)
+    logging.captureWarnings(True)
 
     structlog.configure(
         processors=[

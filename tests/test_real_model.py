@@ -30,8 +30,8 @@ from .fakes.recording_proxy import RecordingProxy
 from .llama_server import MODEL_ALIAS, LlamaServer, require_local_model
 from .pipeline_helpers import small_bundle
 
-# A test's whole time, its module's set-up included: the portfolio's ``once`` below takes 3.5 min
-# on an idle 2-core machine and 10 min under tests/bench/load.py; the bound is above 5× the first.
+# pytest-timeout's limit counts a test's fixtures too: above ``model_run``'s own deadline, so that a
+# run out of time fails as that run, not as pytest's bare stack.
 pytestmark = [pytest.mark.real_model, pytest.mark.timeout(1500)]
 
 ADVISOR = "smollm2-local"
@@ -134,7 +134,7 @@ def model_run(
     with RecordingProxy(upstream) as proxy:
         ws = workspace_with(tmp_path_factory.mktemp("model"), *PROJECTS)
         model_config(ws, proxy.base_url)
-        # 207 s idle, 606 s under load: 5× the idle time and more.
+        # 207 s on an idle 2-core machine, 606 s under tests/bench/load.py: over 5× the first.
         done = run_cli("once", ws, env=MODEL_ENV, timeout_s=1200)
         yield ws, done, proxy
 

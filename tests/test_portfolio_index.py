@@ -299,3 +299,19 @@ def test_the_classes_digest_moves_with_anything_a_class_holds() -> None:
         classes.update({folder: prices, "other": ProjectPrices("p-9", None, ())})
         digests.append(classes.digest())
     assert len(set(digests)) == len(variants)
+
+
+def test_the_look_at_the_reruns_pauses_before_each_projects_arrays_and_at_each_project(
+    ws: Workspace,
+) -> None:
+    """The reruns' look lets a verdict taken in meanwhile go first (``ingested.pause``) before
+    each project's posts are made arrays and again at each project it decides: a start's first
+    look makes every project's arrays."""
+    with Ledger.open(ws.ledger_file) as ledger:
+        portfolio = Portfolio.of(ws, load_config(), ledger, LOG)
+        portfolio.rebuild(NOW)
+        pauses: list[int] = []
+        portfolio.ingested.pause = lambda: pauses.append(1)
+        n = len(list(ws.bundles_projects.iterdir()))
+        portfolio.due(ledger)
+        assert len(pauses) == 2 * n

@@ -261,3 +261,46 @@ def test_a_failed_write_of_the_pages_is_not_retried_at_every_step_but_at_the_sto
         full[0] = False  # space made: the stop writes them
     on_disk = read_reference_classes(ws.references, ReferenceRule(), log=LOG).classes
     assert on_disk == _everything(ws).classes
+
+
+def test_a_page_being_written_stops_within_a_stretch_of_members_for_a_verdict(
+    tmp_path: Path,
+) -> None:
+    """The pages' writer calls ``pause`` (where a verdict taken in on another thread goes
+    first) between stretches of at most ``STRETCH`` members rendered or hashed, and before each
+    page is written: a class of ten thousand members, rendered in one go, held a verdict ninety
+    milliseconds."""
+    from portfolio_optimiser.context import reference_classes
+    from portfolio_optimiser.context.reference import ProjectPrices
+
+    stretch = reference_classes.STRETCH
+    done: list[str] = []  # each member's rendering and hashing, in the order they happened
+    paused: list[int] = []  # how much work had happened at each pause
+
+    def render(c: Comparable) -> tuple[str, str]:
+        done.append(c.project_id)
+        return references.page_lines(c)
+
+    member_hash = reference_classes._member_hash
+
+    def counted_hash(*fields: object) -> int:
+        done.append("hash")
+        return member_hash(*fields)
+
+    classes = reference_classes.ReferenceClasses(ReferenceRule(), render)
+    members = 3 * stretch + 7
+    classes.update(
+        {
+            f"f{i:05d}": ProjectPrices(f"p-{i:05d}", None, (("23", "m2", 1000.0 + i, "c.md"),))
+            for i in range(members)
+        }
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(reference_classes, "_member_hash", counted_hash)
+        references.ReferencePages(tmp_path / "reference").publish(
+            classes, set(), lambda: paused.append(len(done))
+        )
+    assert len(done) == 2 * members  # each member rendered and hashed once
+    stretches = [b - a for a, b in zip([0, *paused], [*paused, len(done)], strict=True)]
+    assert max(stretches) <= stretch, stretches
+    assert paused[-1] == len(done)  # the page's text made: a pause before it is written

@@ -28,6 +28,13 @@ Places = tuple[list[str], list[str]]
 list a place, so each is joined as it is, not picked out of ten thousand tuples)."""
 
 
+STRETCH: Final = 200
+"""Members rendered or hashed between two calls of a caller's ``pause``: about a millisecond's
+work, so a verdict taken in on another thread waits no longer than that for a page being
+written (a class of ten thousand members took 90 ms to render, the verdict sharing the
+interpreter with it throughout)."""
+
+
 class ReferenceClasses:
     """The reference classes kept up to date one project at a time: a new, changed or removed
     project moves only the classes it prices or priced, and costs in proportion to them. Each
@@ -145,16 +152,23 @@ class ReferenceClasses:
         self._rows[key] = [c for _m, c in kept]
         self._columns[key] = Columns.of(self._rows[key], *self._numbered)
 
-    def rendered(self, key: ClassKey) -> Places:
+    def rendered(self, key: ClassKey, pause: Callable[[], None] = lambda: None) -> Places:
         """The class's members as ``render`` renders them, in order, a list for each place:
         rendered whole when first asked for, then kept as members join and leave (one more
-        project renders one member of each class it prices, not the ten thousand beside it)."""
+        project renders one member of each class it prices, not the ten thousand beside it).
+        ``pause`` is called between two stretches of members (``STRETCH``)."""
         found = self._rendered.get(key)
         if found is None:
             if self._render is None:
                 raise ValueError("these classes were made without a renderer")
-            rows = list(map(self._render, self._rows.get(key, ())))
-            found = self._rendered[key] = ([said for said, _ in rows], [said for _, said in rows])
+            members = self._rows.get(key, [])
+            found = ([], [])
+            for start in range(0, len(members), STRETCH):
+                pause()
+                rows = list(map(self._render, members[start : start + STRETCH]))
+                found[0].extend(said for said, _ in rows)
+                found[1].extend(said for _, said in rows)
+            self._rendered[key] = found
         return found
 
     def index(self) -> ReferenceIndex:
@@ -179,11 +193,16 @@ class ReferenceClasses:
         said = f"classes\x00{self._folders % _MODULUS:x}"
         return hashlib.sha256(said.encode()).hexdigest()[:16]
 
-    def class_digest(self, key: ClassKey) -> str:
-        """The class's comparables as one digest: the same whatever order they joined in."""
+    def class_digest(self, key: ClassKey, pause: Callable[[], None] = lambda: None) -> str:
+        """The class's comparables as one digest: the same whatever order they joined in.
+        ``pause`` is called between two stretches of members (``STRETCH``)."""
         total = self._sums.get(key)
         if total is None:
-            total = self._sums[key] = sum(_member_hash(*c) for c in self._rows.get(key, ()))
+            members, total = self._rows.get(key, []), 0
+            for start in range(0, len(members), STRETCH):
+                pause()
+                total += sum(_member_hash(*c) for c in members[start : start + STRETCH])
+            self._sums[key] = total
         said = f"{key[0]}\x00{key[1]}\x00{total % _MODULUS:x}"
         return hashlib.sha256(said.encode()).hexdigest()[:16]
 

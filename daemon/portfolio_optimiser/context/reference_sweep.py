@@ -18,7 +18,7 @@ spread is the median of too few residuals is measured as ``assess`` measures it
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -76,10 +76,15 @@ class ReferenceSweep:
     _posts: dict[str, _Posts] = field(default_factory=dict)
 
     def keys(
-        self, fit: PriceFit, projects: Mapping[str, ProjectPrices]
+        self,
+        fit: PriceFit,
+        projects: Mapping[str, ProjectPrices],
+        pause: Callable[[], None] = lambda: None,
     ) -> dict[str, tuple[ReferenceKey, ...] | None]:
-        """Each project's (by folder) reference candidates, or None where only its IR tells."""
-        self._posts = {name: self._arrays(name, prices) for name, prices in projects.items()}
+        """Each project's (by folder) reference candidates, or None where only its IR tells.
+        ``pause`` is called before each project's posts are made arrays (ten thousand of them
+        after a start: a third of a second)."""
+        self._posts = {name: self._arrays(name, prices, pause) for name, prices in projects.items()}
         entries = fit.entries()
         known = np.full(len(self._keys) + 1, -1, dtype=np.int64)  # the last: no class
         for key, k in self._keys.items():
@@ -87,10 +92,11 @@ class ReferenceSweep:
         sweep = _Sweep(fit, entries, known, list(self._posts.values()))
         return dict(zip(self._posts, sweep.keys(), strict=True))
 
-    def _arrays(self, name: str, prices: ProjectPrices) -> _Posts:
+    def _arrays(self, name: str, prices: ProjectPrices, pause: Callable[[], None]) -> _Posts:
         kept = self._posts.get(name)
         if kept is not None and kept.prices is prices:
             return kept
+        pause()
         ids = self._keys
 
         def class_id(key: tuple[str, str]) -> int:

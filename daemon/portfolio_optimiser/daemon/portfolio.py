@@ -243,7 +243,9 @@ class Portfolio:
         references = self.fit.references()
         teaching = self.teaching(ledger, looked)
         keys = self._sweep.keys(
-            references.fit, {name: prices for name, (_f, _c, prices, _ir) in looked.items()}
+            references.fit,
+            {name: prices for name, (_f, _c, prices, _ir) in looked.items()},
+            self.ingested.pause,
         )
         if self._own is None:
             self._own = ledger.ingested.versions()

@@ -142,8 +142,9 @@ class ReferencePages:
                 pause()  # a verdict taken in meanwhile goes first
                 if not whole and key not in moved:
                     continue
-                text = _render(*key, classes.rendered(key), classes.class_digest(key))
+                text = _render(*key, classes.rendered(key, pause), classes.class_digest(key, pause))
                 page = root / name
+                pause()
                 if not whole or not page.is_file() or page.read_text("utf-8") != text:
                     publish_text(page, text)
         gone = {_page_name(*key) for key in moved if key not in index.classes}

@@ -307,5 +307,7 @@ class JobDesk:
         return self.run(self.claimed(claimed, name=original_name(claimed)))
 
     def close(self) -> None:
-        """The host's own connection to the ledger (the caller closes the one it passed in)."""
+        """The host's own connection to the ledger (the caller closes the one it passed in), and
+        the reference fit's own process."""
         self.host.close()
+        self.portfolio.fit.close()

@@ -23,6 +23,7 @@ from portfolio_optimiser.context.reference import ProjectPrices, ReferenceIndex
 from portfolio_optimiser.context.reference_classes import ReferenceClasses
 from portfolio_optimiser.context.reference_version import ReferenceVersion
 
+from .fit_process import FitProcess
 from .ingested import IngestedProjects
 from .ledger import Ledger
 from .references import ReferencePages, page_lines, read_reference_classes
@@ -67,6 +68,7 @@ class ReferenceFit:
     def __post_init__(self) -> None:
         self._classes = ReferenceClasses(self.config.reference.rule(), page_lines)
         self._pages = ReferencePages(self.workspace.references)
+        self._process = FitProcess(self.log)
 
     def arrived(self, project_id: str, at: float) -> None:
         """A project settled at ``at`` (the processor's clock), scored against the current
@@ -99,7 +101,7 @@ class ReferenceFit:
             index = self._classes.index()
         if index.version != current.id:  # fitted under another rule: not this version
             return self.rebuild(now)
-        self._published, self.version = index, current
+        self._published, self.version = self._process.fitted(index), current
         self._arrivals = len(looked.keys() - self._members.keys())
         self._last_arrival = now
         self._fitted()
@@ -119,7 +121,7 @@ class ReferenceFit:
             self._moved |= self._classes.update(
                 {name: prices for name, (_folder, _content, prices, _ir) in looked.items()}
             )
-            self._published = self._classes.index()
+            self._published = self._process.fitted(self._classes.index())
         members = {name: content for name, (_folder, content, _p, _ir) in looked.items()}
         if (
             self.version is None
@@ -171,6 +173,10 @@ class ReferenceFit:
     def pages_due(self) -> bool:
         """Whether the pages are behind the classes, and not since a failed write."""
         return self.pages_behind and not self._pages_failed
+
+    def close(self) -> None:
+        """The fit's own process stopped (``FitProcess``)."""
+        self._process.close()
 
     def publish_pages(self) -> None:
         """The class pages brought to the classes last rebuilt, once the portfolio is quiet

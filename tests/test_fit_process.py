@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,24 +62,28 @@ def _same_fit(a: PriceFit, b: PriceFit) -> None:
             assert left == right, name
 
 
+@pytest.fixture
+def apart(monkeypatch: pytest.MonkeyPatch) -> Iterator[FitProcess]:
+    """A fit process for which a dozen projects count as large, closed after the test."""
+    monkeypatch.setattr(fit_process, "APART_FROM", 1)
+    process = FitProcess(structlog.get_logger("test"))
+    yield process
+    process.close()
+
+
 @pytest.mark.loadbearing
 def test_a_large_index_is_fitted_in_a_process_of_its_own_with_the_same_figures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: FitProcess
 ) -> None:
     index, projects = _index(tmp_path)
     here = PriceFit(index)
-    monkeypatch.setattr(fit_process, "APART_FROM", 1)
     fits = Fits(monkeypatch)
-    process = FitProcess(structlog.get_logger("test"))
-    try:
-        apart = process.fitted(index)
-        assert apart == index and apart.version == index.version
-        _same_fit(apart.fit, here)
-        assert fits.made == 0  # made in the child, handed back
-        for project in projects:  # every figure a run is given, the same
-            assert apart.assess(project) == index.assess(project)
-    finally:
-        process.close()
+    fitted = apart.fitted(index)
+    assert fitted == index and fitted.version == index.version
+    _same_fit(fitted.fit, here)
+    assert fits.made == 0  # made in the child, handed back
+    for project in projects:  # every figure a run is given, the same
+        assert fitted.assess(project) == index.assess(project)
 
 
 def test_a_small_index_is_fitted_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,31 +94,26 @@ def test_a_small_index_is_fitted_here(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_a_child_that_dies_leaves_the_fit_to_this_process_and_says_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apart: FitProcess
 ) -> None:
     index, _projects = _index(tmp_path)
     here = PriceFit(index)
-    monkeypatch.setattr(fit_process, "APART_FROM", 1)
-    process = FitProcess(structlog.get_logger("test"))
-    try:
-        _same_fit(process.fitted(index).fit, here)  # the child started, and warm
-        pool = process._pool
-        assert pool is not None
-        for pid in list(pool._processes):  # killed while the next fit is on its way
-            os.kill(pid, signal.SIGKILL)
-        with structlog.testing.capture_logs() as logs:
-            fits = Fits(monkeypatch)
-            again = process.fitted(index)
-            _same_fit(again.fit, here)
-        assert fits.made == 1  # made here
-        assert [e["event"] for e in logs] == [
-            "reference fit made in the daemon's own process: its child failed"
-        ]
-        fits.made = 0
-        _same_fit(process.fitted(index).fit, here)  # the next fit: another child
-        assert fits.made == 0
-    finally:
-        process.close()
+    _same_fit(apart.fitted(index).fit, here)  # the child started, and warm
+    pool = apart._pool
+    assert pool is not None
+    for pid in list(pool._processes):  # killed while the next fit is on its way
+        os.kill(pid, signal.SIGKILL)
+    with structlog.testing.capture_logs() as logs:
+        fits = Fits(monkeypatch)
+        again = apart.fitted(index)
+        _same_fit(again.fit, here)
+    assert fits.made == 1  # made here
+    assert [e["event"] for e in logs] == [
+        "reference fit made in the daemon's own process: its child failed"
+    ]
+    fits.made = 0
+    _same_fit(apart.fitted(index).fit, here)  # the next fit: another child
+    assert fits.made == 0
 
 
 def test_the_processors_refit_takes_its_fit_from_the_process_of_its_own(

@@ -143,8 +143,8 @@ def _own_ids(text: str, project_id: str) -> str:
     )
 
 
-def _resident_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
+def _resident_mb(pid: int | str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
@@ -299,15 +299,17 @@ def _verdicts_during(
     return took
 
 
+def _p95(ordered: list[float]) -> float:
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+
+
 def _child_mb(processor: Processor) -> float:
     """The resident memory of the reference fit's own process (``FitProcess``), 0 with none."""
     pool = processor.portfolio.fit._process._pool
     total = 0.0
     for pid in list(pool._processes) if pool is not None else []:
         with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) / 1024
+            total += _resident_mb(pid)
     return total
 
 
@@ -379,8 +381,8 @@ def measure(root: Path) -> dict[str, float]:
         "verdicts": len(verdicts),
         "verdict_idle": sorted(idle)[len(idle) // 2],
         "verdict": ordered[len(ordered) // 2],
-        "verdict_p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
-        "later_p95": later[min(len(later) - 1, int(0.95 * len(later)))],
+        "verdict_p95": _p95(ordered),
+        "later_p95": _p95(later),
         "later": later[len(later) // 2],
         "child_mb": child_mb,
         "rss_mb": rss_mb,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final
 
 from .fit_lines import ClassColumns, Columns, Numbering
@@ -33,6 +33,13 @@ STRETCH: Final = 200
 work, so a verdict taken in on another thread waits no longer than that for a page being
 written (a class of ten thousand members took 90 ms to render, the verdict sharing the
 interpreter with it throughout)."""
+
+
+def _stretches(members: list[Comparable], pause: Callable[[], None]) -> Iterator[list[Comparable]]:
+    """``members`` in stretches of ``STRETCH``, ``pause`` called before each."""
+    for start in range(0, len(members), STRETCH):
+        pause()
+        yield members[start : start + STRETCH]
 
 
 class ReferenceClasses:
@@ -161,11 +168,9 @@ class ReferenceClasses:
         if found is None:
             if self._render is None:
                 raise ValueError("these classes were made without a renderer")
-            members = self._rows.get(key, [])
             found = ([], [])
-            for start in range(0, len(members), STRETCH):
-                pause()
-                rows = list(map(self._render, members[start : start + STRETCH]))
+            for stretch in _stretches(self._rows.get(key, []), pause):
+                rows = list(map(self._render, stretch))
                 found[0].extend(said for said, _ in rows)
                 found[1].extend(said for _, said in rows)
             self._rendered[key] = found
@@ -198,11 +203,10 @@ class ReferenceClasses:
         ``pause`` is called between two stretches of members (``STRETCH``)."""
         total = self._sums.get(key)
         if total is None:
-            members, total = self._rows.get(key, []), 0
-            for start in range(0, len(members), STRETCH):
-                pause()
-                total += sum(_member_hash(*c) for c in members[start : start + STRETCH])
-            self._sums[key] = total
+            total = self._sums[key] = sum(
+                sum(_member_hash(*c) for c in stretch)
+                for stretch in _stretches(self._rows.get(key, []), pause)
+            )
         said = f"{key[0]}\x00{key[1]}\x00{total % _MODULUS:x}"
         return hashlib.sha256(said.encode()).hexdigest()[:16]
 

@@ -21,7 +21,7 @@ import functools
 import multiprocessing
 import os
 import pickle
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Final
@@ -63,18 +63,18 @@ class FitProcess:
         fit is first used); else ``index`` as it is, fitted here when first used."""
         if _lines(index) < APART_FROM:
             return index
+        pool = self._started()
         try:
-            future = self._started().submit(PriceFit, index.compact())
+            future = pool.submit(PriceFit, index.compact())
         except _FAILED as exc:
-            self._failed(exc)
+            self._failed(pool, exc)
             return index
-        return dataclasses.replace(index, fitted_by=functools.partial(self._take, future))
+        return dataclasses.replace(index, fitted_by=functools.partial(self._take, pool, future))
 
     def close(self) -> None:
-        """The child stopped; a fit it is making is dropped (its index fits here if used)."""
+        """The child stopped; a fit waiting for it is dropped (its index fits here if used)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+            self._stop(self._pool)
 
     def _started(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -85,18 +85,27 @@ class FitProcess:
             )
         return self._pool
 
-    def _take(self, future: Future[PriceFit], index: ReferenceIndex) -> PriceFit:
+    def _take(
+        self, pool: ProcessPoolExecutor, future: Future[PriceFit], index: ReferenceIndex
+    ) -> PriceFit:
         try:
             return future.result()
+        except CancelledError:  # dropped by ``close``
+            return PriceFit(index)
         except _FAILED as exc:
-            self._failed(exc)
+            self._failed(pool, exc)
             return PriceFit(index)
 
-    def _failed(self, exc: BaseException) -> None:
+    def _failed(self, pool: ProcessPoolExecutor, exc: BaseException) -> None:
         self.log.warning(
             "reference fit made in the daemon's own process: its child failed",
             problem=str(exc) or type(exc).__name__,
         )
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = None
+        self._stop(pool)
+
+    def _stop(self, pool: ProcessPoolExecutor) -> None:
+        """``pool`` shut down, and forgotten if it is the current one (a fit begun in a child
+        that has died since fails after another child was started)."""
+        pool.shutdown(wait=False, cancel_futures=True)
+        if self._pool is pool:
+            self._pool = None

@@ -864,6 +864,23 @@ def test_a_record_another_process_published_but_never_logged_keeps_its_number(
 
 
 @pytest.mark.loadbearing
+def test_two_stores_taking_turns_in_one_task_number_past_each_other(desk: Desk) -> None:
+    """The processor's store and a worker's both write to a run's task, each after it has
+    listed the folder once: each one's next record comes after the other's it has read."""
+    processor, worker = Store(desk.root), Store(desk.root)
+    ctx = desk.ctx()
+    draft = AssessmentInput(subject=SUBJECT, materiality=Materiality.LOW)
+    numbers = []
+    for turn in range(6):
+        store = (processor, worker)[turn % 2]
+        store.commit()  # what the other one staged is published and logged
+        store.load()
+        numbers.append(store.record(TASK, draft, ctx).seq)
+        store.commit()
+    assert numbers == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.loadbearing
 def test_records_made_after_the_store_s_folder_was_deleted_get_numbers_of_their_own(
     desk: Desk,
 ) -> None:

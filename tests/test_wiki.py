@@ -87,6 +87,42 @@ def test_the_log_is_newest_first(tmp_path: Path) -> None:
     )
 
 
+def _prepended_line_by_line(log: str, day: str, entry: str) -> str:
+    """The log with an entry added, line by line: under today's heading if the newest is
+    today's, else under a new heading above it."""
+    lines = (log.rstrip("\n") or "# Log").split("\n")
+    first = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
+    if first is not None and lines[first] == f"## {day}":
+        lines.insert(first + 1, entry)
+    elif first is not None:
+        lines[first:first] = [f"## {day}", entry, ""]
+    else:
+        lines += ["", f"## {day}", entry]
+    return "\n".join(lines) + "\n"
+
+
+_LOG_LINE = st.one_of(
+    st.sampled_from(["# Log", "", "## 2026-11-30", "## 2026-12-01", "##x", " ## 2026-12-01"]),
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=20),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_LOG_LINE, max_size=12), st.sampled_from(["2026-11-30", "2026-12-01"]), st.booleans()
+)
+def test_an_entry_lands_where_reading_the_log_line_by_line_puts_it(
+    tmp_path_factory: pytest.TempPathFactory, lines: list[str], day: str, trailing: bool
+) -> None:
+    """Whatever an editor left in the log (no heading, an older day first, blank lines)."""
+    wiki = tmp_path_factory.mktemp("wiki")
+    log = "\n".join(lines) + ("\n" if trailing else "")
+    (wiki / "log.md").write_text(log, encoding="utf-8")
+    prepend_log(wiki, day=day, kind="Update", text="a  verdict\tpromoted")
+    expected = _prepended_line_by_line(log, day, "* **Update** a verdict promoted")
+    assert (wiki / "log.md").read_text(encoding="utf-8") == expected
+
+
 def test_a_log_day_must_be_a_date(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         prepend_log(tmp_path, day="yesterday", kind="Update", text="x")

@@ -127,6 +127,8 @@ def decode_text(data: bytes, where: str) -> str:
         ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
+    if "\r" not in text:
+        return text  # the usual case: a file of thousands of lines is not scanned twice more
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

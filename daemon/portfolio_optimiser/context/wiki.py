@@ -25,6 +25,7 @@ __all__ = ["LogKind", "link_in_index", "prepend_log", "render_concept", "write_c
 
 LogKind = Literal["Creation", "Update", "Deprecation"]
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_HEADING = re.compile(r"^## ", re.MULTILINE)
 
 
 def render_concept(frontmatter: Mapping[str, Any], body: str) -> str:
@@ -86,15 +87,17 @@ def prepend_log(wiki_root: Path, *, day: str, kind: LogKind, text: str) -> None:
     if not _DAY.match(day):
         raise ValueError(f"log day {day!r} is not YYYY-MM-DD")
     log = wiki_root / "log.md"
-    lines = (_read(log) or "# Log\n").rstrip("\n").split("\n")
+    old = _read(log).rstrip("\n") or "# Log"
     entry = f"* **{kind}** {' '.join(text.split())}"
-    first = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
-    if first is not None and lines[first] == f"## {day}":
-        lines.insert(first + 1, entry)
+    # Spliced at the first heading: the rest of a log of thousands of entries is not split.
+    first = _HEADING.search(old)
+    if first is None:
+        new = f"{old}\n\n## {day}\n{entry}"
     else:
-        at = first if first is not None else len(lines)
-        block = [f"## {day}", entry, ""]
-        if at == len(lines):
-            block = ["", *block[:-1]]
-        lines[at:at] = block
-    publish_text(log, "\n".join(lines) + "\n")
+        end = old.find("\n", first.start())
+        end = len(old) if end == -1 else end
+        if old[first.start() : end] == f"## {day}":
+            new = f"{old[:end]}\n{entry}{old[end:]}"
+        else:
+            new = f"{old[: first.start()]}## {day}\n{entry}\n\n{old[first.start() :]}"
+    publish_text(log, new + "\n")

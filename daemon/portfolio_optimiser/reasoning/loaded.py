@@ -53,13 +53,18 @@ def order(record: StoredRecord) -> tuple[datetime, str, int]:
     return record.recorded_at, record.task, record.seq
 
 
-def _upto(entries: list[_Entry], size: int) -> list[_Entry]:
-    """The entries among a read's first ``size`` places: a copy, taken at one length, so a
-    record another thread adds meanwhile is not among them."""
+def _end(entries: list[_Entry], size: int) -> int:
+    """How many of ``entries`` lie among a read's first ``size`` places (taken at one length,
+    so a record another thread adds meanwhile is not counted)."""
     end = len(entries)
     if end and entries[end - 1][0] >= size:
         end = bisect_left(entries, size, hi=end, key=lambda e: e[0])
-    return entries[:end]
+    return end
+
+
+def _upto(entries: list[_Entry], size: int) -> list[_Entry]:
+    """The entries among a read's first ``size`` places: a copy."""
+    return entries[: _end(entries, size)]
 
 
 class _Index:
@@ -73,6 +78,9 @@ class _Index:
         self.by_id: dict[str, _Entry] = {}
         self.by_kind: dict[str, list[_Entry]] = {}
         self.by_task: dict[str, list[_Entry]] = {}
+        self.top_number: dict[str, list[int]] = {}
+        """A task → beside each of its entries, the highest record number up to it (a task's
+        next number without a look at each of its records)."""
         self.citing: dict[tuple[str, str], list[_Entry]] = {}
         """(kind, the id cited) → the records of that kind about it."""
         self.superseded: dict[str, int] = {}
@@ -100,6 +108,9 @@ class _Index:
         self.length += 1
         self.by_id.setdefault(record.id, entry)
         self.by_kind.setdefault(record.kind, []).append(entry)
+        # Its top number first: a read on another thread that counts the entry finds it.
+        tops = self.top_number.setdefault(record.task, [])
+        tops.append(max(tops[-1], record.seq) if tops else record.seq)
         self.by_task.setdefault(record.task, []).append(entry)
         # Only a kind that cites has the field: a missing one is pydantic's slow path (40 µs).
         field_name = _CITES.get(record.kind)
@@ -217,6 +228,11 @@ class Loaded:
 
     def of_task(self, task: str) -> list[StoredRecord]:
         return [r for _, r in _upto(self._at.by_task.get(task, []), len(self.records))]
+
+    def top_number(self, task: str) -> int:
+        """The highest record number of ``task`` this read holds (0: none)."""
+        end = _end(self._at.by_task.get(task, []), len(self.records))
+        return self._at.top_number[task][end - 1] if end else 0
 
     def of_kind(self, kind: str) -> list[StoredRecord]:
         return [r for _, r in _upto(self._at.by_kind.get(kind, []), len(self.records))]

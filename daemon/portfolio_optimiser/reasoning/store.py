@@ -207,7 +207,7 @@ class Store:
         last = self._numbers.get(task)
         if last is None:
             last = max(_published_numbers(self.root / task), default=0)
-        numbers = [last, *(r.seq for r in loaded.of_task(task))]
+        numbers = [last, loaded.top_number(task)]
         for name, _why in loaded.unreadable:
             folder, _, file = name.partition("/")
             if folder == task and _RECORD_NAME.fullmatch(file):

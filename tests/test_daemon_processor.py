@@ -1003,10 +1003,10 @@ def test_a_killed_writers_temporary_files_are_swept_at_the_next_start_and_nothin
     flushing, go_on = threading.Event(), threading.Event()
 
     class HeldAtTheFlush(SystemDisk):
-        def flush(self, folder: Path) -> None:
+        def flush(self, folder: Path, files: list[Path]) -> None:
             flushing.set()
             assert go_on.wait(30), "never let go"
-            super().flush(folder)
+            super().flush(folder, files)
 
     store._staging.disk = HeldAtTheFlush()
     store._staging.stage(staged_as, b"{}\n")

@@ -26,27 +26,59 @@ def test_nothing_is_in_place_before_the_block_ends_and_all_of_it_is_after(tmp_pa
 def test_every_file_is_on_disk_before_the_first_is_renamed_into_place(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One flush of the file system, before any name changes: a power cut then leaves every file
+    """Every file's bytes flushed before any name changes: a power cut then leaves every file
     old or new, never a name over bytes that never reached the disk."""
     seen: list[str] = []
-    real_flush, real_fsync_dir = _atomic.flush_file_system, _atomic.fsync_dir
+    real_flush, real_fsync_dir = _atomic.flush_files, _atomic.fsync_dir
 
-    def flush(folder: Path) -> None:
+    def flush(files: list[Path], folder: Path) -> None:
         in_place = [p.name for p in tmp_path.rglob("*.md")]
-        seen.append(f"flush with {sorted(in_place)} in place")
-        real_flush(folder)
+        seen.append(f"flush of {len(files)} with {sorted(in_place)} in place")
+        real_flush(files, folder)
 
     def fsync_dir(folder: Path) -> None:
         seen.append(f"folder {folder.name}")
         real_fsync_dir(folder)
 
-    monkeypatch.setattr(_atomic, "flush_file_system", flush)
+    monkeypatch.setattr(_atomic, "flush_files", flush)
     monkeypatch.setattr(_atomic, "fsync_dir", fsync_dir)
     with published_together():
         publish_text(tmp_path / "a.md", "a")
         publish_text(tmp_path / "sub" / "b.md", "b")
         publish_text(tmp_path / "c.md", "c")
-    assert seen == ["flush with [] in place", f"folder {tmp_path.name}", "folder sub"]
+    assert seen == ["flush of 3 with [] in place", f"folder {tmp_path.name}", "folder sub"]
+
+
+@pytest.mark.loadbearing
+def test_a_few_files_are_flushed_each_and_many_with_one_flush_of_their_file_system(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verdict's few files do not wait for every other writer's unflushed bytes (the class
+    pages a refit stages meanwhile): they are flushed one by one; a refit's thousands of pages,
+    with one flush of the file system, not a journal commit each."""
+    synced: list[str] = []
+    flushed: list[Path] = []
+    real_sync, real_flush = _atomic.os.fdatasync, _atomic.flush_file_system
+
+    def fdatasync(fd: int) -> None:
+        synced.append(Path(f"/proc/self/fd/{fd}").readlink().name)
+        real_sync(fd)
+
+    def flush(folder: Path) -> None:
+        flushed.append(folder)
+        real_flush(folder)
+
+    monkeypatch.setattr(_atomic.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(_atomic, "flush_file_system", flush)
+    with published_together():
+        for n in range(3):
+            publish_text(tmp_path / f"{n}.md", "verdict")
+    assert (len(synced), flushed) == (3, [])
+    assert all(name.endswith(".tmp") for name in synced)  # the bytes, before their names
+    with published_together():
+        for n in range(_atomic.FEW_FILES + 1):
+            publish_text(tmp_path / "pages" / f"{n}.md", "page")
+    assert (len(synced), flushed) == (3, [tmp_path / "pages"])
 
 
 def test_a_block_that_fails_publishes_nothing(tmp_path: Path) -> None:
@@ -83,13 +115,18 @@ def test_a_block_a_later_flush_put_on_disk_is_not_flushed_again(
     began after the wiki's files were written, so it put them on disk too, and the block does not
     flush again; a file written after that flush is flushed at the block's end."""
     flushes: list[Path] = []
-    real_flush = _atomic.flush_file_system
+    real_flush, real_flush_files = _atomic.flush_file_system, _atomic.flush_files
 
     def flush(folder: Path) -> None:
         flushes.append(folder)
         real_flush(folder)
 
+    def flush_files(files: list[Path], folder: Path) -> None:
+        flushes.append(folder)
+        real_flush_files(files, folder)
+
     monkeypatch.setattr(_atomic, "flush_file_system", flush)
+    monkeypatch.setattr(_atomic, "flush_files", flush_files)
     with published_together():
         publish_text(tmp_path / "a.md", "a")
         _atomic.flush_file_system(tmp_path)  # as the records' commit does

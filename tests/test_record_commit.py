@@ -65,11 +65,11 @@ class PowerCut(SystemDisk):
             self._cut_here("staged")
         return tmp
 
-    def flush(self, folder: Path) -> None:
-        super().flush(folder)
+    def flush(self, folder: Path, files: list[Path]) -> None:
+        """Only the files named are sure to be on disk after it (their names are not)."""
+        super().flush(folder, files)
         with self.lock:
-            self.sure_data = dict(self.data)
-            self.sure_names = dict(self.names)
+            self.sure_data |= {self.names[f]: self.data[self.names[f]] for f in files}
             self._cut_here("flushed")
 
     def link(self, tmp: Path, path: Path) -> None:
@@ -163,10 +163,10 @@ def test_a_batch_the_disk_refuses_stays_staged_and_is_committed_by_the_next(
     class Full(SystemDisk):
         full = True
 
-        def flush(self, folder: Path) -> None:
+        def flush(self, folder: Path, files: list[Path]) -> None:
             if self.full:
                 raise OSError(28, "No space left on device")
-            super().flush(folder)
+            super().flush(folder, files)
 
     disk = Full()
     store = Store(tmp_path, disk=disk)
@@ -249,10 +249,10 @@ class BackgroundFails(PowerCut):
     """The committer in the background meets a full disk every time; the caller's own commit
     does not: whatever the run's records are, only its own commit can make them durable."""
 
-    def flush(self, folder: Path) -> None:
+    def flush(self, folder: Path, files: list[Path]) -> None:
         if threading.current_thread().name.startswith("record-commit"):
             raise OSError(28, "No space left on device")
-        super().flush(folder)
+        super().flush(folder, files)
 
 
 @pytest.mark.loadbearing

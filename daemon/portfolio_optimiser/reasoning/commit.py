@@ -5,7 +5,8 @@ on the file system; a file made while another batch's flush held the journal wai
 ``commit`` then makes every record staged so far durable at once:
 
 1. each record's bytes written to a temporary file beside its final name;
-2. one flush of the file system (``syncfs``): every one of those files' bytes is on disk;
+2. those files' bytes flushed: each with ``fdatasync`` when they are few (a verdict's), with one
+   flush of the file system (``syncfs``) when they are many (a run's);
 3. each temporary file linked to its final name, never replacing one;
 4. one fsync of each folder a name was added to: the names are on disk.
 
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from portfolio_optimiser._atomic import flush_file_system, fsync_dir, stage_bytes
+from portfolio_optimiser._atomic import flush_files, fsync_dir, stage_bytes
 from portfolio_optimiser.errors import UserError
 
 __all__ = ["Disk", "NameTaken", "Staging", "SystemDisk"]
@@ -44,8 +45,8 @@ class Disk(Protocol):
         """Write ``data`` to a new temporary file beside ``path``; nothing flushed."""
         ...
 
-    def flush(self, folder: Path) -> None:
-        """Every file written so far on ``folder``'s file system, on disk."""
+    def flush(self, folder: Path, files: list[Path]) -> None:
+        """``files``, written on ``folder``'s file system, on disk."""
         ...
 
     def link(self, tmp: Path, path: Path) -> None:
@@ -60,13 +61,14 @@ class Disk(Protocol):
 
 
 class SystemDisk:
-    """The real file system: ``syncfs`` where the C library has it (Linux), else ``sync``."""
+    """The real file system (``flush_files``: an fdatasync a file when they are few, else one
+    ``syncfs`` where the C library has it, ``sync`` elsewhere)."""
 
     def stage(self, path: Path, data: bytes) -> Path:
         return stage_bytes(path, data)
 
-    def flush(self, folder: Path) -> None:
-        flush_file_system(folder)
+    def flush(self, folder: Path, files: list[Path]) -> None:
+        flush_files(files, folder)
 
     def link(self, tmp: Path, path: Path) -> None:
         os.link(tmp, path)
@@ -174,7 +176,7 @@ class Staging:
             written.append(self.disk.stage(staged.path, staged.data))
             with self._lock:
                 self._written.add(written[-1])
-        self.disk.flush(self.root)
+        self.disk.flush(self.root, written)
         published: list[Path] = []
         for staged, tmp in zip(batch, written, strict=True):
             try:

@@ -111,9 +111,9 @@ def test_an_exclusive_publish_is_never_deferred(tmp_path: Path) -> None:
 def test_a_block_a_later_flush_put_on_disk_is_not_flushed_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A verdict's records are committed inside its wiki's block: their flush of the file system
-    began after the wiki's files were written, so it put them on disk too, and the block does not
-    flush again; a file written after that flush is flushed at the block's end."""
+    """Records committed inside a block, many enough for a flush of the file system: that flush
+    began after the block's files were written, so it put them on disk too, and the block does
+    not flush again; a file written after that flush is flushed at the block's end."""
     flushes: list[Path] = []
     real_flush, real_flush_files = _atomic.flush_file_system, _atomic.flush_files
 

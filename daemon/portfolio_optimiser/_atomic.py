@@ -76,8 +76,8 @@ def flush_file_system(folder: Path) -> None:
 
 
 FEW_FILES: Final = 8
-"""Up to this many files are flushed one by one (an fsync each); more, with one flush of their
-file system."""
+"""Up to this many files are flushed one by one (an fdatasync each); more, with one flush of
+their file system."""
 
 
 def flush_files(files: Collection[Path], folder: Path) -> None:
@@ -87,10 +87,11 @@ def flush_files(files: Collection[Path], folder: Path) -> None:
     if len(files) > FEW_FILES:
         flush_file_system(folder)
         return
+    sync = getattr(os, "fdatasync", os.fsync)  # macOS has fsync only
     for path in files:
         fd = os.open(path, os.O_RDONLY)
         try:
-            os.fdatasync(fd)
+            sync(fd)
         finally:
             os.close(fd)
 
@@ -152,8 +153,8 @@ _TOGETHER: ContextVar[_Together | None] = ContextVar("_TOGETHER", default=None)
 @contextlib.contextmanager
 def published_together() -> Iterator[None]:
     """Every ``publish_atomic`` in the block is made durable together, at its end: each file's
-    bytes are written beside it unflushed; then one flush of the file system puts them all on
-    disk, each is renamed into place, and each folder named into is flushed once. As with
+    bytes are written beside it unflushed; then they are all flushed (``flush_files``), each is
+    renamed into place, and each folder named into is flushed once. As with
     ``publish_atomic``, a reader sees each file whole, old or new, and a power cut leaves each
     old or new; and none is in place before all of them are on disk. A file published twice
     keeps the last bytes. The block must not read back a file it published (it is renamed into
@@ -175,15 +176,16 @@ def published_together() -> Iterator[None]:
         _TOGETHER.reset(token)
     if not batch.staged:
         return
-    # One flush for each file system the files are on (the wiki and the outbox may be apart),
-    # unless one began after the last file was written: a verdict's records are committed in
-    # the block, and their flush put the wiki's files on disk too.
+    # The files of each file system they are on flushed (the wiki and the outbox may be apart),
+    # unless a flush of it began after the last file was written (records committed in the
+    # block, many enough for a flush of their file system, put these files on disk too).
     folders = sorted({path.parent for path in batch.staged})
+    device = {folder: folder.stat().st_dev for folder in folders}
     on: dict[int, list[Path]] = {}
     for path, tmp in batch.staged.items():
-        on.setdefault(path.parent.stat().st_dev, []).append(tmp)
-    for device, tmps in on.items():
-        if not _flushed_since(device, batch.written):
+        on.setdefault(device[path.parent], []).append(tmp)
+    for device_id, tmps in on.items():
+        if not _flushed_since(device_id, batch.written):
             flush_files(tmps, tmps[0].parent)
     for path, tmp in batch.staged.items():
         tmp.replace(path)

@@ -207,7 +207,7 @@ def ingest_verdict(
     note: str | None = None
     try:
         # The wiki's files (page, index, log) are staged and made durable together at the
-        # block's end; on one file system the records' commit flushes them with the records.
+        # block's end, after the records' commit (each a file of its own, flushed one by one).
         with published_together():
             if verdict.approves:
                 promoted = promote_verdict(
